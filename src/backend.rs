@@ -1,0 +1,90 @@
+//! [`Backend`]: the databases the outbox runs on, and what differs between them.
+//!
+//! Each backend keeps its SQL in `backend/sql/<backend>/` and its migrations
+//! in `migrations/<backend>/`, with the same version numbers everywhere.
+
+use std::future::Future;
+
+use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::{MySql, MySqlConnection, PgConnection, Pool, Postgres, Sqlite, SqliteConnection};
+
+/// Name of the table in which `outbox` records its applied migrations. It is
+/// not sqlx's default, so the application's own sqlx migrations can share
+/// the database.
+pub const MIGRATIONS_TABLE: &str = "_outbox_migrations";
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for sqlx::Postgres {}
+    impl Sealed for sqlx::MySql {}
+    impl Sealed for sqlx::Sqlite {}
+}
+
+/// A database the outbox supports: [`sqlx::Postgres`], [`sqlx::MySql`]
+/// (MySQL and MariaDB) or [`sqlx::Sqlite`].
+///
+/// The trait is sealed; its methods are the backend-specific statements
+/// behind [`enqueue`](crate::enqueue) and [`migrate`](crate::migrate).
+pub trait Backend: sqlx::Database + sealed::Sealed {
+    /// The embedded migrations of this backend, recording themselves in
+    /// [`MIGRATIONS_TABLE`].
+    fn migrator() -> Migrator;
+
+    /// Insert every event of `events_json`, a JSON array of contract-column
+    /// objects, in one statement and in array order. Returns the number of
+    /// rows written.
+    #[doc(hidden)]
+    fn insert_events(
+        connection: &mut Self::Connection,
+        events_json: String,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + '_;
+
+    /// Apply the migrations that the database lacks.
+    #[doc(hidden)]
+    fn run_migrations(
+        pool: &Pool<Self>,
+    ) -> impl Future<Output = Result<(), MigrateError>> + Send + '_;
+}
+
+/// Set the outbox's migrations table on a migrator built by `sqlx::migrate!`.
+fn with_outbox_table(mut migrator: Migrator) -> Migrator {
+    migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
+    migrator
+}
+
+/// Implement [`Backend`] for one database; the statements differ by backend
+/// only in the SQL files they load.
+macro_rules! impl_backend {
+    ($database:ty, $connection:ty, $dir:literal, $migrations:literal) => {
+        impl Backend for $database {
+            fn migrator() -> Migrator {
+                with_outbox_table(sqlx::migrate!($migrations))
+            }
+
+            fn insert_events(
+                connection: &mut $connection,
+                events_json: String,
+            ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + '_ {
+                async move {
+                    let insert_events =
+                        include_str!(concat!("backend/sql/", $dir, "/insert_events.sql"));
+                    let result = sqlx::query(insert_events)
+                        .bind(events_json)
+                        .execute(connection)
+                        .await?;
+                    Ok(result.rows_affected())
+                }
+            }
+
+            fn run_migrations(
+                pool: &Pool<Self>,
+            ) -> impl Future<Output = Result<(), MigrateError>> + Send + '_ {
+                async move { Self::migrator().run(pool).await }
+            }
+        }
+    };
+}
+
+impl_backend!(Postgres, PgConnection, "postgres", "migrations/postgres");
+impl_backend!(MySql, MySqlConnection, "mysql", "migrations/mysql");
+impl_backend!(Sqlite, SqliteConnection, "sqlite", "migrations/sqlite");

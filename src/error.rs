@@ -1,0 +1,98 @@
+//! The error type of the `outbox` crate.
+
+/// Everything that can go wrong while enqueueing events or migrating the schema.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The event's `Serialize` implementation failed.
+    #[error("failed to serialize the payload of event `{event_type}`: {source}")]
+    Serialize {
+        /// CloudEvents type of the event.
+        event_type: String,
+        /// The serializer's error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// The payload is larger than the writer's limit. Nothing was written, and
+    /// the caller's transaction is still usable.
+    #[error("payload of event `{event_type}` is {size} bytes, above the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// CloudEvents type of the event.
+        event_type: String,
+        /// Size of the serialized payload in bytes.
+        size: usize,
+        /// The configured limit in bytes.
+        limit: usize,
+    },
+
+    /// A field of the event does not fit the `outbox_events` contract.
+    /// Nothing was written, and the caller's transaction is still usable.
+    #[error("invalid event `{event_type}`: {field} {reason}")]
+    InvalidEvent {
+        /// CloudEvents type of the event (may be empty when that is the problem).
+        event_type: String,
+        /// The offending field, named as its column.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A header cannot be carried as a CloudEvents extension attribute.
+    /// Nothing was written, and the caller's transaction is still usable.
+    #[error("invalid header `{name}` on event `{event_type}`: {reason}")]
+    InvalidHeader {
+        /// CloudEvents type of the event.
+        event_type: String,
+        /// The header name.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A migration already applied to the database differs from the one this
+    /// version of `outbox` ships.
+    #[error(
+        "outbox migration {version} applied to this database differs from the one this \
+         version of outbox ships (checksum mismatch); refusing to migrate a schema that was \
+         changed by hand or by another outbox release"
+    )]
+    MigrationModified {
+        /// Version number of the changed migration.
+        version: i64,
+    },
+
+    /// Any other failure while migrating the schema.
+    #[error("outbox migration failed: {0}")]
+    Migrate(#[source] sqlx::migrate::MigrateError),
+
+    /// The database rejected a statement or could not be reached.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+impl Error {
+    /// Whether the error was raised before any SQL ran, because of the event
+    /// itself (payload too large, invalid field or header, serialization).
+    /// Such an error leaves the caller's transaction usable.
+    pub fn is_rejected_event(&self) -> bool {
+        matches!(
+            self,
+            Error::Serialize { .. }
+                | Error::PayloadTooLarge { .. }
+                | Error::InvalidEvent { .. }
+                | Error::InvalidHeader { .. }
+        )
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for Error {
+    fn from(error: sqlx::migrate::MigrateError) -> Self {
+        match error {
+            sqlx::migrate::MigrateError::VersionMismatch(version) => {
+                Error::MigrationModified { version }
+            }
+            other => Error::Migrate(other),
+        }
+    }
+}

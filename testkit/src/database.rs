@@ -1,0 +1,275 @@
+//! [`TestDatabase`]: a throwaway database on a real server.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::{AssertSqlSafe, Connection, Database, MySqlConnection, PgConnection, Pool};
+
+/// Default PostgreSQL server for tests; `OUTBOX_TEST_POSTGRES_URL` overrides it.
+pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+/// Default MariaDB / MySQL server for tests; `OUTBOX_TEST_MYSQL_URL` overrides it.
+pub const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
+
+/// Connections per test pool: enough for tests that run 16 tasks at once.
+const POOL_SIZE: u32 = 20;
+
+/// A database created for one test, dropped (or deleted) on drop.
+pub struct TestDatabase<DB: Database> {
+    pool: Pool<DB>,
+    url: String,
+    cleanup: Cleanup,
+}
+
+enum Cleanup {
+    DropServerDatabase {
+        admin_url: String,
+        name: String,
+        kind: ServerKind,
+    },
+    DeleteFiles(PathBuf),
+}
+
+#[derive(Clone, Copy)]
+enum ServerKind {
+    Postgres,
+    MySql,
+}
+
+impl<DB: Database> TestDatabase<DB> {
+    /// A pool connected to the test database.
+    pub fn pool(&self) -> &Pool<DB> {
+        &self.pool
+    }
+
+    /// The URL of the test database, for child processes such as the relay.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl<DB: Database> Drop for TestDatabase<DB> {
+    fn drop(&mut self) {
+        match &self.cleanup {
+            Cleanup::DeleteFiles(path) => {
+                for suffix in ["", "-wal", "-shm", "-journal"] {
+                    let mut file = path.clone().into_os_string();
+                    file.push(suffix);
+                    // A file that was never created is not an error here.
+                    let _ = std::fs::remove_file(file);
+                }
+            }
+            Cleanup::DropServerDatabase {
+                admin_url,
+                name,
+                kind,
+            } => {
+                // Drop runs inside the test's runtime; a thread with its own
+                // runtime can block on the DROP without stalling it.
+                let (admin_url, name, kind) = (admin_url.clone(), name.clone(), *kind);
+                let dropper =
+                    std::thread::spawn(move || drop_server_database(&admin_url, &name, kind));
+                if let Err(panic) = dropper.join() {
+                    eprintln!("could not drop a test database: {panic:?}");
+                }
+            }
+        }
+    }
+}
+
+fn drop_server_database(admin_url: &str, name: &str, kind: ServerKind) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("could not drop test database {name}: {error}");
+            return;
+        }
+    };
+    let outcome: Result<(), sqlx::Error> = runtime.block_on(async {
+        match kind {
+            ServerKind::Postgres => {
+                let mut admin = PgConnection::connect(admin_url).await?;
+                let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+                sqlx::query(AssertSqlSafe(sql)).execute(&mut admin).await?;
+            }
+            ServerKind::MySql => {
+                let mut admin = MySqlConnection::connect(admin_url).await?;
+                let sql = format!("DROP DATABASE IF EXISTS `{name}`");
+                sqlx::query(AssertSqlSafe(sql)).execute(&mut admin).await?;
+            }
+        }
+        Ok(())
+    });
+    if let Err(error) = outcome {
+        eprintln!("could not drop test database {name}: {error}");
+    }
+}
+
+/// A fresh database on the PostgreSQL server at `OUTBOX_TEST_POSTGRES_URL`.
+///
+/// # Panics
+/// When the server cannot be reached or the database cannot be created; the
+/// message names the server and the variable to set.
+pub async fn postgres() -> TestDatabase<sqlx::Postgres> {
+    let admin_url = server_url("OUTBOX_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL);
+    let name = fresh_name();
+    let mut admin = PgConnection::connect(&admin_url)
+        .await
+        .unwrap_or_else(|error| {
+            unreachable_server("PostgreSQL", "OUTBOX_TEST_POSTGRES_URL", &admin_url, &error)
+        });
+    let create = format!("CREATE DATABASE \"{name}\"");
+    sqlx::query(AssertSqlSafe(create))
+        .execute(&mut admin)
+        .await
+        .unwrap_or_else(|error| {
+            panic!("cannot create test database {name} on {admin_url}: {error}")
+        });
+    let url = with_database(&admin_url, &name);
+    let options = PgConnectOptions::from_str(&url)
+        .unwrap_or_else(|error| panic!("bad OUTBOX_TEST_POSTGRES_URL {admin_url}: {error}"));
+    let pool = PgPoolOptions::new()
+        .max_connections(POOL_SIZE)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_with(options)
+        .await
+        .unwrap_or_else(|error| panic!("cannot connect to test database {url}: {error}"));
+    TestDatabase {
+        pool,
+        url,
+        cleanup: Cleanup::DropServerDatabase {
+            admin_url,
+            name,
+            kind: ServerKind::Postgres,
+        },
+    }
+}
+
+/// A fresh database on the MariaDB / MySQL server at `OUTBOX_TEST_MYSQL_URL`.
+///
+/// # Panics
+/// When the server cannot be reached or the database cannot be created; the
+/// message names the server and the variable to set.
+pub async fn mysql() -> TestDatabase<sqlx::MySql> {
+    let admin_url = server_url("OUTBOX_TEST_MYSQL_URL", DEFAULT_MYSQL_URL);
+    let name = fresh_name();
+    let mut admin = MySqlConnection::connect(&admin_url)
+        .await
+        .unwrap_or_else(|error| {
+            unreachable_server("MariaDB/MySQL", "OUTBOX_TEST_MYSQL_URL", &admin_url, &error)
+        });
+    let create = format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin");
+    sqlx::query(AssertSqlSafe(create))
+        .execute(&mut admin)
+        .await
+        .unwrap_or_else(|error| {
+            panic!("cannot create test database {name} on {admin_url}: {error}")
+        });
+    let url = with_database(&admin_url, &name);
+    let options = MySqlConnectOptions::from_str(&url)
+        .unwrap_or_else(|error| panic!("bad OUTBOX_TEST_MYSQL_URL {admin_url}: {error}"));
+    let pool = MySqlPoolOptions::new()
+        .max_connections(POOL_SIZE)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_with(options)
+        .await
+        .unwrap_or_else(|error| panic!("cannot connect to test database {url}: {error}"));
+    TestDatabase {
+        pool,
+        url,
+        cleanup: Cleanup::DropServerDatabase {
+            admin_url,
+            name,
+            kind: ServerKind::MySql,
+        },
+    }
+}
+
+/// A fresh SQLite file in the system's temporary directory, in WAL mode with
+/// a busy timeout, as several processes sharing it need.
+///
+/// # Panics
+/// When the file cannot be created.
+pub async fn sqlite() -> TestDatabase<sqlx::Sqlite> {
+    let path = std::env::temp_dir().join(format!("{}.db", fresh_name()));
+    let options = SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .busy_timeout(Duration::from_secs(30));
+    let pool = SqlitePoolOptions::new()
+        .max_connections(POOL_SIZE)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_with(options)
+        .await
+        .unwrap_or_else(|error| {
+            panic!(
+                "cannot create SQLite test database {}: {error}",
+                path.display()
+            )
+        });
+    TestDatabase {
+        pool,
+        url: format!("sqlite://{}", path.display()),
+        cleanup: Cleanup::DeleteFiles(path),
+    }
+}
+
+fn server_url(variable: &str, default: &str) -> String {
+    std::env::var(variable).unwrap_or_else(|_| default.to_owned())
+}
+
+fn fresh_name() -> String {
+    format!("outbox_test_{}", uuid::Uuid::now_v7().simple())
+}
+
+fn unreachable_server(server: &str, variable: &str, url: &str, error: &sqlx::Error) -> ! {
+    panic!(
+        "{server} is not reachable at {url}: {error}. These tests need a real {server} server: \
+         start it (`scripts/test.sh --services-only` starts every service) or point {variable} at one."
+    )
+}
+
+/// Replace the database name in a server URL, keeping any query string.
+fn with_database(server_url: &str, database: &str) -> String {
+    let (base, query) = match server_url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (server_url, None),
+    };
+    let authority_start = base.find("://").map_or(0, |index| index + 3);
+    let base = match base[authority_start..].find('/') {
+        Some(slash) => &base[..authority_start + slash],
+        None => base,
+    };
+    match query {
+        Some(query) => format!("{base}/{database}?{query}"),
+        None => format!("{base}/{database}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn with_database_replaces_the_path_and_keeps_the_query() {
+        assert_eq!(
+            with_database("postgres://u@h:5432/test", "x"),
+            "postgres://u@h:5432/x"
+        );
+        assert_eq!(
+            with_database("mysql://root@h:3306", "x"),
+            "mysql://root@h:3306/x"
+        );
+        assert_eq!(
+            with_database("postgres://u@h/test?sslmode=disable", "x"),
+            "postgres://u@h/x?sslmode=disable"
+        );
+    }
+}
