@@ -1,0 +1,83 @@
+//! Derive macro for [`outbox::Event`](https://docs.rs/outbox/latest/outbox/trait.Event.html).
+//!
+//! Use it through the `outbox` crate, which re-exports it next to the trait:
+//! `use outbox::Event;` brings both into scope.
+//!
+//! The macro is built like `serde_derive` and `thiserror`, in three stages:
+//!
+//! 1. `attrs` parses the `#[event(...)]` attributes into an intermediate
+//!    representation that keeps the user's own tokens and spans, checking only
+//!    syntax (unknown and repeated keys);
+//! 2. `validate` checks meaning (required keys, literal types, ranges, exactly
+//!    one aggregate id field) and produces a validated model;
+//! 3. `expand` turns that model into the `impl ::outbox::Event`.
+//!
+//! Every user error is a [`syn::Error`] pointing at the offending token, and all
+//! of them are reported together rather than one per build.
+
+#![warn(missing_docs)]
+
+mod attrs;
+mod errors;
+mod expand;
+mod validate;
+
+use proc_macro::TokenStream;
+use syn::{DeriveInput, parse_macro_input};
+
+/// Implements `outbox::Event` for a struct.
+///
+/// ```ignore
+/// use outbox::Event;
+/// use serde::Serialize;
+/// use uuid::Uuid;
+///
+/// #[derive(Serialize, Event)]
+/// #[event(type = "order.created", version = 1, aggregate = "order", topic = "orders", source = "/orders")]
+/// struct OrderCreated {
+///     #[event(aggregate_id)]
+///     order_id: Uuid,
+///     total_cents: i64,
+/// }
+/// ```
+///
+/// # Struct attribute: `#[event(...)]`
+///
+/// | key         | value                  | becomes                  |
+/// |-------------|------------------------|--------------------------|
+/// | `type`      | string, required       | `EVENT_TYPE`             |
+/// | `version`   | integer, default `1`   | `EVENT_VERSION`          |
+/// | `aggregate` | string, required       | `AGGREGATE_TYPE`         |
+/// | `topic`     | string, required       | `TOPIC`                  |
+/// | `source`    | string, required       | `SOURCE`                 |
+///
+/// Strings must not be empty, and `type` must not contain whitespace. The
+/// `version` must lie in `1..=i32::MAX`. The keys may be split over several
+/// `#[event(...)]` attributes, but each may appear only once.
+///
+/// # Field attribute: `#[event(aggregate_id)]`
+///
+/// Exactly one field carries it. `aggregate_id()` returns that field formatted
+/// with [`ToString`], so its type must implement [`std::fmt::Display`]. Named
+/// and tuple struct fields both work.
+///
+/// # Generics
+///
+/// Generic parameters and where clauses are carried over to the impl as
+/// written. Since `Event` requires `Serialize`, declare the bounds the fields
+/// need (e.g. `T: Serialize`, and `Display` for a generic aggregate id) on the
+/// struct itself.
+///
+/// # Errors
+///
+/// Enums, unions and unit structs are rejected, as are missing, unknown or
+/// repeated keys, wrongly typed or out-of-range values, and a struct without
+/// exactly one `#[event(aggregate_id)]` field. All problems are reported in a
+/// single compilation, each at the token that caused it.
+#[proc_macro_derive(Event, attributes(event))]
+pub fn derive_event(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    expand::derive(&input)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}

@@ -1,0 +1,16 @@
+use outbox::Event;
+use serde::Serialize;
+
+#[derive(Serialize, Event)]
+#[event(
+    type = "order.created",
+    aggregate = "order",
+    topic = "orders",
+    source = "/orders"
+)]
+struct OrderCreated {
+    #[event(aggregate_id)]
+    order_ids: Vec<u64>,
+}
+
+fn main() {}

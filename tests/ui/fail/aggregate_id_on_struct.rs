@@ -1,0 +1,17 @@
+use outbox::Event;
+use serde::Serialize;
+
+#[derive(Serialize, Event)]
+#[event(
+    type = "order.created",
+    aggregate = "order",
+    aggregate_id,
+    topic = "orders",
+    source = "/orders"
+)]
+struct OrderCreated {
+    #[event(aggregate_id)]
+    order_id: u64,
+}
+
+fn main() {}

@@ -1,0 +1,17 @@
+use outbox::Event;
+use serde::Serialize;
+
+#[derive(Serialize, Event)]
+#[event(
+    type = "order.created",
+    aggregate = "order",
+    topic = "orders",
+    source = "/orders"
+)]
+#[event(topic = "orders-v2")]
+struct OrderCreated {
+    #[event(aggregate_id)]
+    order_id: u64,
+}
+
+fn main() {}

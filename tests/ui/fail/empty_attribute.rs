@@ -1,0 +1,11 @@
+use outbox::Event;
+use serde::Serialize;
+
+#[derive(Serialize, Event)]
+#[event()]
+struct OrderCreated {
+    #[event(aggregate_id)]
+    order_id: u64,
+}
+
+fn main() {}

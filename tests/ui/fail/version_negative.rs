@@ -1,0 +1,11 @@
+use outbox::Event;
+use serde::Serialize;
+
+#[derive(Serialize, Event)]
+#[event(type = "order.created", version = -2, aggregate = "order", topic = "orders", source = "/orders")]
+struct OrderCreated {
+    #[event(aggregate_id)]
+    order_id: u64,
+}
+
+fn main() {}
