@@ -37,6 +37,9 @@ CREATE TABLE outbox_events (
     -- scans to the rows of one state.
     KEY outbox_events_state_id_idx (state, id),
     KEY outbox_events_state_published_idx (state, published_at),
+    -- A waiting retry or a held dead event blocks the later events of its
+    -- aggregate; the claim probes this index to find out.
+    KEY outbox_events_aggregate_idx (aggregate_type, aggregate_id, id),
     CONSTRAINT outbox_events_event_id_check
         CHECK (event_id REGEXP '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'),
     CONSTRAINT outbox_events_event_version_check CHECK (event_version > 0),
@@ -59,6 +62,14 @@ CREATE TABLE outbox_partitions (
 INSERT INTO outbox_partitions (partition_no)
 WITH RECURSIVE numbers (n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM numbers WHERE n < 31)
 SELECT n FROM numbers;
+
+-- Live relay instances. Each renews its row while it runs, and takes
+-- ceil(partitions / live instances) partitions, so partitions spread evenly.
+CREATE TABLE outbox_relays (
+    relay_id   VARCHAR(255) NOT NULL,
+    expires_at DATETIME(6)  NOT NULL,
+    PRIMARY KEY (relay_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- inbox_messages: one row per (consumer, event) processed, written in the
 -- consumer's own transaction.

@@ -44,6 +44,23 @@ CREATE INDEX outbox_events_pending_idx ON outbox_events (id) WHERE state = 'pend
 CREATE INDEX outbox_events_published_idx ON outbox_events (published_at) WHERE state = 'published';
 -- Operators list dead events.
 CREATE INDEX outbox_events_dead_idx ON outbox_events (id) WHERE state = 'dead';
+-- Events that failed at least once and are not published: a waiting retry
+-- or a held dead event blocks the later events of its aggregate, and the
+-- claim probes this small index to find out.
+CREATE INDEX outbox_events_failed_idx ON outbox_events (aggregate_type, aggregate_id, id)
+    WHERE attempts > 0 AND state <> 'published';
+
+-- Wake idle relays at once: one notification per inserting statement
+-- (PostgreSQL folds identical notifications of a transaction into one).
+CREATE FUNCTION outbox_events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('outbox_events', '');
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER outbox_events_notify AFTER INSERT ON outbox_events
+    FOR EACH STATEMENT EXECUTE FUNCTION outbox_events_notify();
 
 -- Partition leases. A relay instance owns a partition while lease_expires_at
 -- is in the future; lease_token is the fencing token, bumped on every
@@ -57,6 +74,13 @@ CREATE TABLE outbox_partitions (
 );
 
 INSERT INTO outbox_partitions (partition_no) SELECT generate_series(0, 31);
+
+-- Live relay instances. Each renews its row while it runs, and takes
+-- ceil(partitions / live instances) partitions, so partitions spread evenly.
+CREATE TABLE outbox_relays (
+    relay_id   TEXT        PRIMARY KEY,
+    expires_at TIMESTAMPTZ NOT NULL
+);
 
 -- inbox_messages: one row per (consumer, event) processed, written in the
 -- consumer's own transaction. event_id is text: a consumer may receive

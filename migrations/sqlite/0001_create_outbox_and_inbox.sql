@@ -46,6 +46,10 @@ CREATE INDEX outbox_events_pending_idx ON outbox_events (id) WHERE state = 'pend
 CREATE INDEX outbox_events_published_idx ON outbox_events (published_at) WHERE state = 'published';
 -- Operators list dead events.
 CREATE INDEX outbox_events_dead_idx ON outbox_events (id) WHERE state = 'dead';
+-- A waiting retry or a held dead event blocks the later events of its
+-- aggregate; the claim probes this small index to find out.
+CREATE INDEX outbox_events_failed_idx ON outbox_events (aggregate_type, aggregate_id, id)
+    WHERE attempts > 0 AND state <> 'published';
 
 -- Partition leases; see the PostgreSQL migration. One partition here.
 CREATE TABLE outbox_partitions (
@@ -56,6 +60,12 @@ CREATE TABLE outbox_partitions (
 );
 
 INSERT INTO outbox_partitions (partition_no) VALUES (0);
+
+-- Live relay instances; see the PostgreSQL migration.
+CREATE TABLE outbox_relays (
+    relay_id   TEXT PRIMARY KEY,
+    expires_at TEXT NOT NULL
+);
 
 -- inbox_messages: one row per (consumer, event) processed, written in the
 -- consumer's own transaction.

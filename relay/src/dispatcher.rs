@@ -1,0 +1,379 @@
+//! [`Dispatcher`]: the batch loop. Fetch due events of the leased
+//! partitions, publish them in waves, mark the acknowledged ones published
+//! (overlapped with the next batch) and record the failures.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::Error;
+use crate::leases::LeaseKeeper;
+use crate::publish::{PublishFailure, Publisher};
+use crate::retry::RetryPolicy;
+use crate::store::{ClaimedEvent, FailedAttempt, Lease, OutboxStore};
+use crate::wakeup::Wakeup;
+use crate::waves::{AggregateKey, aggregate_key, split_into_waves};
+
+/// Settings of the batch loop.
+#[derive(Debug, Clone)]
+pub struct DispatchSettings {
+    /// Events fetched per batch.
+    pub batch_size: i64,
+    /// Longest wait for one wave's acknowledgements; a lease must stay valid
+    /// at least this long for a wave to be sent.
+    pub publish_timeout: Duration,
+    /// Retry schedule of failed events.
+    pub retry: RetryPolicy,
+    /// Whether a dead event holds the later events of its aggregate.
+    pub hold_dead: bool,
+    /// Shortest pause between two polls of an idle table.
+    pub poll_interval_min: Duration,
+    /// Longest pause between two polls of an idle table.
+    pub poll_interval_max: Duration,
+}
+
+/// Totals of one relay run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DispatchTotals {
+    /// Events acknowledged by the broker and marked published.
+    pub published: u64,
+    /// Failed attempts recorded (broker rejections).
+    pub failed: u64,
+    /// Events moved to dead.
+    pub dead: u64,
+    /// Acknowledged events whose mark matched no row (lease lost).
+    pub stale_marks: u64,
+}
+
+/// What happened to the events of one batch.
+#[derive(Default)]
+struct BatchOutcome {
+    published: Vec<i64>,
+    rejected: Vec<(ClaimedEvent, String)>,
+    unavailable: usize,
+}
+
+/// The batch loop of one relay instance.
+pub struct Dispatcher {
+    store: Arc<dyn OutboxStore>,
+    publisher: Arc<dyn Publisher>,
+    leases: Arc<LeaseKeeper>,
+    wakeup: Wakeup,
+    settings: DispatchSettings,
+    partition_count: i32,
+    totals: DispatchTotals,
+    /// Published, not yet marked: left out of the next fetch.
+    unmarked: HashSet<i64>,
+    marking: Option<JoinHandle<(Vec<i64>, Result<u64, Error>)>>,
+}
+
+impl Dispatcher {
+    /// A dispatcher; nothing runs until [`Dispatcher::run`].
+    pub fn new(
+        store: Arc<dyn OutboxStore>,
+        publisher: Arc<dyn Publisher>,
+        leases: Arc<LeaseKeeper>,
+        wakeup: Wakeup,
+        settings: DispatchSettings,
+        partition_count: i32,
+    ) -> Self {
+        Dispatcher {
+            store,
+            publisher,
+            leases,
+            wakeup,
+            settings,
+            partition_count,
+            totals: DispatchTotals::default(),
+            unmarked: HashSet::new(),
+            marking: None,
+        }
+    }
+
+    /// Run batches until `stop` is cancelled, then finish the batch in hand
+    /// and its marks. Leases are not released here.
+    pub async fn run(mut self, stop: CancellationToken) -> DispatchTotals {
+        let mut idle_delay = self.settings.poll_interval_min;
+        let mut outage_delay = Duration::ZERO;
+        let mut next_rebalance = Instant::now();
+        while !stop.is_cancelled() {
+            if Instant::now() >= next_rebalance {
+                if let Err(error) = self.leases.rebalance().await {
+                    tracing::warn!(%error, "lease rebalance failed; retrying");
+                }
+                next_rebalance = Instant::now() + self.leases.renew_interval();
+            }
+            let snapshot = self.leases.snapshot();
+            if snapshot.leases.is_empty() || !snapshot.valid_for(self.settings.publish_timeout) {
+                self.pause(
+                    &stop,
+                    self.settings
+                        .poll_interval_max
+                        .min(self.leases.renew_interval()),
+                )
+                .await;
+                continue;
+            }
+            let fetched = match self.fetch(&snapshot.partitions()).await {
+                Ok(fetched) => fetched,
+                Err(error) => {
+                    tracing::warn!(%error, "fetching pending events failed");
+                    self.pause(&stop, self.settings.poll_interval_max).await;
+                    continue;
+                }
+            };
+            if fetched.is_empty() {
+                self.pause(&stop, idle_delay).await;
+                idle_delay = (idle_delay * 2).min(self.settings.poll_interval_max);
+                continue;
+            }
+            idle_delay = self.settings.poll_interval_min;
+            let full_batch = fetched.len() as i64 >= self.settings.batch_size;
+            let fetched_count = fetched.len();
+            let outcome = self.publish_batch(fetched, &snapshot.leases).await;
+            let all_unavailable = outcome.unavailable == fetched_count;
+            self.settle(outcome, snapshot.leases).await;
+            if all_unavailable {
+                outage_delay = next_outage_delay(outage_delay, self.settings.poll_interval_max);
+                tracing::warn!(
+                    retry_in_ms = outage_delay.as_millis() as u64,
+                    "broker unavailable for the whole batch; backing off"
+                );
+                self.pause(&stop, outage_delay).await;
+            } else {
+                outage_delay = Duration::ZERO;
+                if !full_batch {
+                    self.pause(&stop, self.settings.poll_interval_min).await;
+                }
+            }
+        }
+        self.finish_marking().await;
+        self.totals
+    }
+
+    /// Wait for a wake-up, the delay, or the stop.
+    async fn pause(&self, stop: &CancellationToken, delay: Duration) {
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = self.wakeup.wait(delay) => {}
+        }
+    }
+
+    /// Fetch a batch, leaving out events published but not yet marked.
+    async fn fetch(&self, partitions: &[i32]) -> Result<Vec<ClaimedEvent>, Error> {
+        let limit = self.settings.batch_size + self.unmarked.len() as i64;
+        let mut fetched = self
+            .store
+            .fetch_pending(
+                self.partition_count,
+                partitions,
+                self.settings.hold_dead,
+                limit,
+            )
+            .await?;
+        fetched.retain(|claimed| !self.unmarked.contains(&claimed.event.id));
+        fetched.truncate(usize::try_from(self.settings.batch_size).unwrap_or(usize::MAX));
+        Ok(fetched)
+    }
+
+    /// Publish a batch wave by wave. After a failure, the later events of
+    /// the same aggregate stay unsent; after a wave the broker could not
+    /// take at all, nothing more is sent.
+    async fn publish_batch(&mut self, batch: Vec<ClaimedEvent>, leases: &[Lease]) -> BatchOutcome {
+        let batch_size = batch.len();
+        let started = Instant::now();
+        let mut outcome = BatchOutcome::default();
+        let mut blocked: HashSet<AggregateKey> = HashSet::new();
+        let waves = split_into_waves(batch);
+        let wave_count = waves.len();
+        for (wave_index, wave) in waves.into_iter().enumerate() {
+            let wave: Vec<ClaimedEvent> = wave
+                .into_iter()
+                .filter(|claimed| !blocked.contains(&aggregate_key(claimed)))
+                .collect();
+            if wave.is_empty() {
+                continue;
+            }
+            if !self
+                .leases
+                .snapshot()
+                .valid_for(self.settings.publish_timeout)
+            {
+                tracing::warn!(
+                    wave_index,
+                    "lease too close to expiry; leaving the rest of the batch for later"
+                );
+                break;
+            }
+            let events: Vec<_> = wave.iter().map(|claimed| claimed.event.clone()).collect();
+            let results = self.publisher.publish(&events).await;
+            let mut wave_unavailable = 0;
+            for (claimed, result) in wave.into_iter().zip(results) {
+                match result {
+                    Ok(()) => outcome.published.push(claimed.event.id),
+                    Err(failure) => {
+                        blocked.insert(aggregate_key(&claimed));
+                        match failure {
+                            PublishFailure::Unavailable(message) => {
+                                wave_unavailable += 1;
+                                tracing::debug!(event_id = %claimed.event.event_id, error = %message, "broker unavailable");
+                            }
+                            PublishFailure::Rejected(message) => {
+                                outcome.rejected.push((claimed, message))
+                            }
+                        }
+                    }
+                }
+            }
+            outcome.unavailable += wave_unavailable;
+            if wave_unavailable > 0 && outcome.published.is_empty() && outcome.rejected.is_empty() {
+                break;
+            }
+        }
+        // Events never sent (blocked or after an outage) count as unavailable
+        // when nothing else happened, so the caller backs off.
+        let handled = outcome.published.len() + outcome.rejected.len() + outcome.unavailable;
+        if outcome.published.is_empty() && outcome.rejected.is_empty() && outcome.unavailable > 0 {
+            outcome.unavailable += batch_size - handled;
+        }
+        tracing::debug!(
+            events = batch_size,
+            waves = wave_count,
+            published = outcome.published.len(),
+            rejected = outcome.rejected.len(),
+            unavailable = outcome.unavailable,
+            leases = leases.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "batch published"
+        );
+        outcome
+    }
+
+    /// Record failures now; mark successes in the background, overlapped
+    /// with the next batch.
+    async fn settle(&mut self, outcome: BatchOutcome, leases: Vec<Lease>) {
+        if !outcome.rejected.is_empty() {
+            self.record_rejections(&outcome.rejected, &leases).await;
+        }
+        self.finish_marking().await;
+        if outcome.published.is_empty() {
+            return;
+        }
+        self.unmarked.extend(outcome.published.iter().copied());
+        let store = Arc::clone(&self.store);
+        let relay_id = self.leases.relay_id().to_owned();
+        let partition_count = self.partition_count;
+        let ids = outcome.published;
+        self.marking = Some(tokio::spawn(async move {
+            let result = store
+                .mark_published(&relay_id, partition_count, &leases, &ids)
+                .await;
+            (ids, result)
+        }));
+    }
+
+    /// Wait for the marks in flight and account for them.
+    async fn finish_marking(&mut self) {
+        let Some(marking) = self.marking.take() else {
+            return;
+        };
+        match marking.await {
+            Ok((ids, result)) => {
+                for id in &ids {
+                    self.unmarked.remove(id);
+                }
+                match result {
+                    Ok(marked) => {
+                        self.totals.published += marked;
+                        let stale = ids.len() as u64 - marked.min(ids.len() as u64);
+                        if stale > 0 {
+                            self.totals.stale_marks += stale;
+                            tracing::warn!(
+                                stale,
+                                "published events not marked: their partition lease was lost (they will be published again)"
+                            );
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, events = ids.len(), "marking published events failed; they will be published again");
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::error!(%error, "the marking task failed");
+                self.unmarked.clear();
+            }
+        }
+    }
+
+    async fn record_rejections(&mut self, rejected: &[(ClaimedEvent, String)], leases: &[Lease]) {
+        let failures: Vec<FailedAttempt> = rejected
+            .iter()
+            .map(|(claimed, error)| {
+                let failed_attempts = u32::try_from(claimed.event.attempts).unwrap_or(0) + 1;
+                let retry_in = self.settings.retry.after_failure(failed_attempts);
+                match retry_in {
+                    Some(delay) => tracing::warn!(
+                        event_id = %claimed.event.event_id,
+                        topic = %claimed.event.topic,
+                        attempt = failed_attempts,
+                        retry_in_ms = delay.as_millis() as u64,
+                        error = %error,
+                        "publish rejected; will retry"
+                    ),
+                    None => tracing::error!(
+                        event_id = %claimed.event.event_id,
+                        topic = %claimed.event.topic,
+                        attempts = failed_attempts,
+                        error = %error,
+                        "publish rejected on the last attempt; event is dead"
+                    ),
+                }
+                FailedAttempt {
+                    id: claimed.event.id,
+                    partition_no: claimed.partition_no,
+                    error: error.clone(),
+                    retry_in,
+                }
+            })
+            .collect();
+        let dead = failures
+            .iter()
+            .filter(|failure| failure.retry_in.is_none())
+            .count() as u64;
+        match self
+            .store
+            .record_failures(
+                self.leases.relay_id(),
+                self.partition_count,
+                leases,
+                &failures,
+            )
+            .await
+        {
+            Ok(updated) => {
+                self.totals.failed += updated;
+                self.totals.dead += dead.min(updated);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "recording failed attempts failed; the events stay pending")
+            }
+        }
+    }
+}
+
+/// The next pause while the broker is down: doubling from 100 ms, capped at
+/// 5 s (or the idle poll ceiling, when that is longer), so the relay neither
+/// hammers a broker that is down nor waits long once it is back.
+fn next_outage_delay(previous: Duration, poll_interval_max: Duration) -> Duration {
+    let cap = Duration::from_secs(5).max(poll_interval_max);
+    if previous.is_zero() {
+        Duration::from_millis(100)
+    } else {
+        (previous * 2).min(cap)
+    }
+}

@@ -1,0 +1,58 @@
+//! The error type of the relay crate.
+
+/// Everything that stops the relay or one of its commands.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration file cannot be read or parsed, or a value in it is
+    /// out of range.
+    #[error("config {path}: {reason}")]
+    Config {
+        /// The file, or `--config` when no file is involved.
+        path: String,
+        /// What is wrong, naming the field.
+        reason: String,
+    },
+
+    /// A `--database-url` that names no supported database.
+    #[error("invalid database URL `{url}`: {reason}")]
+    InvalidDatabaseUrl {
+        /// The URL as given, with any password masked.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A `--broker` value that names no supported broker.
+    #[error("invalid broker `{url}`: {reason}")]
+    InvalidBrokerUrl {
+        /// The value as given, with any password masked.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The outbox schema could not be created or upgraded.
+    #[error(transparent)]
+    Schema(#[from] outbox::Error),
+
+    /// A database statement failed or the database could not be reached.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+
+    /// The Kafka client failed outside of a single event's delivery.
+    #[error("kafka: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+
+    /// The AMQP client failed outside of a single event's delivery.
+    #[error("amqp: {0}")]
+    Amqp(#[from] lapin::Error),
+
+    /// Reading a file or writing to stdout failed.
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+
+    /// An operator command named something that does not exist.
+    #[error("{0}")]
+    NotFound(String),
+}

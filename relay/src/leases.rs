@@ -1,0 +1,181 @@
+//! [`LeaseKeeper`]: which partitions this instance owns, and for how long.
+//!
+//! Every live relay heartbeats in `outbox_relays` and aims at
+//! `ceil(partitions / live relays)` partitions. Renewal runs on its own task
+//! every third of the lease, so a long publish never lets a lease lapse;
+//! acquiring and releasing happen between batches only (see
+//! [`LeaseKeeper::rebalance`]), so a partition is never given up while one
+//! of its batches is in flight.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::Error;
+use crate::store::{Lease, OutboxStore};
+
+/// The leases held and how long they are surely valid.
+#[derive(Debug, Clone, Default)]
+pub struct LeaseSnapshot {
+    /// Leases held, by partition number.
+    pub leases: Vec<Lease>,
+    /// Local time before which every lease in `leases` is valid: measured
+    /// from before the statement that last extended them was sent.
+    pub valid_until: Option<Instant>,
+}
+
+impl LeaseSnapshot {
+    /// Partition numbers held.
+    pub fn partitions(&self) -> Vec<i32> {
+        self.leases.iter().map(|lease| lease.partition_no).collect()
+    }
+
+    /// Whether the leases stay valid for at least `margin` from now.
+    pub fn valid_for(&self, margin: Duration) -> bool {
+        match self.valid_until {
+            Some(valid_until) => Instant::now() + margin < valid_until,
+            None => false,
+        }
+    }
+}
+
+/// Keeps this relay's partition leases.
+pub struct LeaseKeeper {
+    store: Arc<dyn OutboxStore>,
+    relay_id: String,
+    lease_duration: Duration,
+    partition_count: i32,
+    state: Mutex<LeaseSnapshot>,
+}
+
+impl LeaseKeeper {
+    /// A keeper holding no lease yet.
+    pub fn new(
+        store: Arc<dyn OutboxStore>,
+        relay_id: String,
+        lease_duration: Duration,
+        partition_count: i32,
+    ) -> Self {
+        LeaseKeeper {
+            store,
+            relay_id,
+            lease_duration,
+            partition_count,
+            state: Mutex::new(LeaseSnapshot::default()),
+        }
+    }
+
+    /// This relay's id, the `lease_owner` of its leases.
+    pub fn relay_id(&self) -> &str {
+        &self.relay_id
+    }
+
+    /// How often leases are renewed: a third of the lease.
+    pub fn renew_interval(&self) -> Duration {
+        self.lease_duration / 3
+    }
+
+    /// The leases held now.
+    pub fn snapshot(&self) -> LeaseSnapshot {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, LeaseSnapshot> {
+        // A panic while holding this lock cannot leave the snapshot half
+        // written (every write replaces whole fields), so poisoning is moot.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Heartbeat and extend the leases held. Leases the database no longer
+    /// grants are dropped and logged.
+    pub async fn renew(&self) -> Result<(), Error> {
+        let asked = self.snapshot().leases;
+        let started = Instant::now();
+        self.store
+            .heartbeat(&self.relay_id, self.lease_duration)
+            .await?;
+        let renewed = self
+            .store
+            .renew_leases(&self.relay_id, &asked, self.lease_duration)
+            .await?;
+        let mut state = self.lock();
+        for lease in asked.iter().filter(|lease| !renewed.contains(lease)) {
+            tracing::warn!(
+                partition = lease.partition_no,
+                lease_token = lease.lease_token,
+                "partition lease lost; its in-flight events will be published again by its new owner"
+            );
+        }
+        // Keep leases acquired since `asked` was read; drop the lost ones.
+        state
+            .leases
+            .retain(|lease| renewed.contains(lease) || !asked.contains(lease));
+        if !asked.is_empty() || state.valid_until.is_none() {
+            state.valid_until = Some(started + self.lease_duration);
+        }
+        Ok(())
+    }
+
+    /// Acquire or release partitions to reach this relay's fair share.
+    /// Call it only between batches.
+    pub async fn rebalance(&self) -> Result<(), Error> {
+        let started = Instant::now();
+        let live_relays = self
+            .store
+            .heartbeat(&self.relay_id, self.lease_duration)
+            .await?
+            .max(1);
+        let target =
+            usize::try_from((i64::from(self.partition_count) + live_relays - 1) / live_relays)
+                .unwrap_or(0);
+        let held = self.snapshot().leases;
+        if held.len() > target {
+            let mut sorted = held.clone();
+            sorted.sort_by_key(|lease| lease.partition_no);
+            let surplus = sorted.split_off(target);
+            self.store.release_leases(&self.relay_id, &surplus).await?;
+            tracing::info!(
+                released = surplus.len(),
+                live_relays,
+                target,
+                "released partitions to other relays"
+            );
+            self.lock().leases.retain(|lease| !surplus.contains(lease));
+        } else if held.len() < target {
+            let wanted = i64::try_from(target - held.len()).unwrap_or(0);
+            let acquired = self
+                .store
+                .acquire_leases(&self.relay_id, wanted, self.lease_duration)
+                .await?;
+            if !acquired.is_empty() {
+                tracing::info!(
+                    acquired = acquired.len(),
+                    partitions = ?acquired.iter().map(|lease| lease.partition_no).collect::<Vec<_>>(),
+                    live_relays,
+                    target,
+                    "acquired partitions"
+                );
+                let mut state = self.lock();
+                if state.leases.is_empty() {
+                    state.valid_until = Some(started + self.lease_duration);
+                }
+                state.leases.extend(acquired);
+                state.leases.sort_by_key(|lease| lease.partition_no);
+            }
+        }
+        Ok(())
+    }
+
+    /// Give up every lease and the heartbeat (on shutdown).
+    pub async fn release_all(&self) -> Result<(), Error> {
+        let held = self.snapshot().leases;
+        let released = self.store.release_leases(&self.relay_id, &held).await?;
+        self.store.deregister(&self.relay_id).await?;
+        *self.lock() = LeaseSnapshot::default();
+        tracing::info!(released, "released all partition leases");
+        Ok(())
+    }
+}

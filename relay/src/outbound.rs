@@ -1,0 +1,36 @@
+//! [`OutboundEvent`]: one pending row of `outbox_events`, as the relay publishes it.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// A committed event read from `outbox_events`, ready to be published.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboundEvent {
+    /// Database order (`outbox_events.id`).
+    pub id: i64,
+    /// CloudEvents `id`; identical on every publication of the event.
+    pub event_id: Uuid,
+    /// CloudEvents `type`.
+    pub event_type: String,
+    /// Schema version of the payload.
+    pub event_version: i32,
+    /// CloudEvents `source`.
+    pub source: String,
+    /// Kind of business entity.
+    pub aggregate_type: String,
+    /// Entity id: the ordering key and the Kafka message key.
+    pub aggregate_id: String,
+    /// Kafka topic or RabbitMQ exchange.
+    pub topic: String,
+    /// The payload's JSON text, as stored.
+    pub payload: String,
+    /// Extra attributes (the `headers` column), published as CloudEvents
+    /// extension attributes.
+    pub headers: BTreeMap<String, String>,
+    /// CloudEvents `time`: when the event was enqueued.
+    pub created_at: DateTime<Utc>,
+    /// Failed attempts before this one.
+    pub attempts: i32,
+}

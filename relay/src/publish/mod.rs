@@ -1,0 +1,63 @@
+//! Publishing to brokers: the [`Publisher`] trait and its implementations.
+
+use futures::future::BoxFuture;
+
+use crate::OutboundEvent;
+
+/// Why one event was not published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublishFailure {
+    /// The broker could not be reached or did not answer in time (connection
+    /// lost, timeout, broker shutting down). Says nothing about the event
+    /// itself: it does not count as an attempt, and the relay backs off as a
+    /// whole.
+    Unavailable(String),
+    /// The broker refused this event (too large, unroutable, nacked, unknown
+    /// exchange or topic). Counts as a failed attempt of the event.
+    Rejected(String),
+}
+
+impl PublishFailure {
+    /// The error text, as stored in `last_error`.
+    pub fn message(&self) -> &str {
+        match self {
+            PublishFailure::Unavailable(message) | PublishFailure::Rejected(message) => message,
+        }
+    }
+}
+
+impl std::fmt::Display for PublishFailure {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PublishFailure::Unavailable(message) => {
+                write!(formatter, "broker unavailable: {message}")
+            }
+            PublishFailure::Rejected(message) => {
+                write!(formatter, "rejected by the broker: {message}")
+            }
+        }
+    }
+}
+
+/// A broker client that publishes outbox events.
+///
+/// Implementations send the whole slice before awaiting any
+/// acknowledgement (pipelined), then await every one. A publish counts as
+/// done only when the broker acknowledged it: a Kafka delivery report, a
+/// RabbitMQ publisher confirm (Ack, not returned).
+pub trait Publisher: Send + Sync {
+    /// Publish `events` and return one outcome per event, in the same order.
+    ///
+    /// Never returns before every event's outcome is known or its deadline
+    /// has passed; an event whose acknowledgement did not arrive in time is
+    /// [`PublishFailure::Unavailable`]. Must not panic on any broker
+    /// behaviour.
+    fn publish<'a>(
+        &'a self,
+        events: &'a [OutboundEvent],
+    ) -> BoxFuture<'a, Vec<Result<(), PublishFailure>>>;
+
+    /// Whether the client currently holds a live broker connection (for
+    /// readiness reporting).
+    fn is_connected(&self) -> bool;
+}

@@ -1,0 +1,137 @@
+//! [`Relay`]: one relay instance, from start to graceful stop.
+//!
+//! Stop happens in three steps: the caller cancels the token (on SIGTERM or
+//! SIGINT); the dispatcher stops fetching, finishes the batch in hand and
+//! its marks; then the background tasks stop and every lease is released.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::Error;
+use crate::dispatcher::{DispatchSettings, DispatchTotals, Dispatcher};
+use crate::leases::LeaseKeeper;
+use crate::publish::Publisher;
+use crate::retention::{RetentionSettings, run_retention};
+use crate::store::OutboxStore;
+use crate::wakeup::Wakeup;
+
+/// Settings of one relay instance.
+#[derive(Debug, Clone)]
+pub struct RelaySettings {
+    /// This instance's id, the owner of its leases.
+    pub relay_id: String,
+    /// How long a partition lease lasts without renewal.
+    pub lease_duration: Duration,
+    /// The batch loop's settings.
+    pub dispatch: DispatchSettings,
+    /// Retention of published events; `None` keeps them.
+    pub retention: Option<RetentionSettings>,
+}
+
+/// A relay instance: a store, a publisher and settings.
+pub struct Relay {
+    store: Arc<dyn OutboxStore>,
+    publisher: Arc<dyn Publisher>,
+    settings: RelaySettings,
+    wakeup: Wakeup,
+}
+
+impl Relay {
+    /// A relay that polls; add wake-ups with [`Relay::with_wakeup`].
+    pub fn new(
+        store: Arc<dyn OutboxStore>,
+        publisher: Arc<dyn Publisher>,
+        settings: RelaySettings,
+    ) -> Self {
+        Relay {
+            store,
+            publisher,
+            settings,
+            wakeup: Wakeup::new(),
+        }
+    }
+
+    /// Use `wakeup`, raised when events are committed.
+    pub fn with_wakeup(mut self, wakeup: Wakeup) -> Self {
+        self.wakeup = wakeup;
+        self
+    }
+
+    /// Run until `stop` is cancelled, then stop gracefully and release every
+    /// lease. Returns the run's totals.
+    ///
+    /// # Errors
+    /// Only when the relay cannot start (the partition table is unreadable).
+    pub async fn run(self, stop: CancellationToken) -> Result<DispatchTotals, Error> {
+        let partition_count = self.store.partition_count().await?;
+        if partition_count < 1 {
+            return Err(Error::NotFound(
+                "outbox_partitions is empty: run `outbox-relay migrate` on this database"
+                    .to_owned(),
+            ));
+        }
+        let keeper = Arc::new(LeaseKeeper::new(
+            Arc::clone(&self.store),
+            self.settings.relay_id.clone(),
+            self.settings.lease_duration,
+            partition_count,
+        ));
+        tracing::info!(relay_id = %self.settings.relay_id, partition_count, "relay starting");
+
+        let background_stop = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        tracker.spawn(renew_leases(Arc::clone(&keeper), background_stop.clone()));
+        if let Some(retention) = self.settings.retention.clone() {
+            tracker.spawn(run_retention(
+                Arc::clone(&self.store),
+                retention,
+                background_stop.clone(),
+            ));
+        }
+
+        let dispatcher = Dispatcher::new(
+            Arc::clone(&self.store),
+            Arc::clone(&self.publisher),
+            Arc::clone(&keeper),
+            self.wakeup.clone(),
+            self.settings.dispatch.clone(),
+            partition_count,
+        );
+        let totals = dispatcher.run(stop).await;
+
+        background_stop.cancel();
+        tracker.close();
+        tracker.wait().await;
+        if let Err(error) = keeper.release_all().await {
+            tracing::warn!(%error, "releasing leases failed; they expire on their own");
+        }
+        tracing::info!(
+            published = totals.published,
+            failed = totals.failed,
+            dead = totals.dead,
+            stale_marks = totals.stale_marks,
+            "relay stopped"
+        );
+        Ok(totals)
+    }
+}
+
+/// Renew leases every third of the lease until `stop`.
+async fn renew_leases(keeper: Arc<LeaseKeeper>, stop: CancellationToken) {
+    loop {
+        let delay = match keeper.renew().await {
+            Ok(()) => keeper.renew_interval(),
+            Err(error) => {
+                tracing::warn!(%error, "lease renewal failed; retrying");
+                Duration::from_secs(1).min(keeper.renew_interval())
+            }
+        };
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! [`RetryPolicy`]: when a failed event is tried again, and when it is dead.
+
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+
+/// Exponential backoff with jitter for failed events, bounded in attempts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    /// Delay after the first failure.
+    pub base_delay: Duration,
+    /// Longest delay between two attempts.
+    pub max_delay: Duration,
+    /// Attempts in all, the first included; after the last one fails the
+    /// event is dead.
+    pub max_attempts: u32,
+    /// Spread delays randomly so failed events do not retry in lockstep.
+    pub jitter: bool,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            base_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(300),
+            max_attempts: 10,
+            jitter: true,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// What to do after an event's attempt number `failed_attempts` (1 for
+    /// the first) failed: `Some(delay)` to retry after `delay`, `None` when
+    /// the attempts are used up and the event is dead.
+    pub fn after_failure(&self, failed_attempts: u32) -> Option<Duration> {
+        if failed_attempts >= self.max_attempts {
+            return None;
+        }
+        Some(self.delay(failed_attempts))
+    }
+
+    /// The `n`-th delay (1-based) of the exponential sequence.
+    pub fn delay(&self, n: u32) -> Duration {
+        let mut builder = ExponentialBuilder::default()
+            .with_min_delay(self.base_delay)
+            .with_max_delay(self.max_delay)
+            .with_factor(2.0)
+            .with_max_times(n as usize);
+        if self.jitter {
+            builder = builder.with_jitter();
+        }
+        builder
+            .build()
+            .nth(n.saturating_sub(1) as usize)
+            .unwrap_or(self.max_delay)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_double_up_to_the_cap_and_attempts_run_out() {
+        let policy = RetryPolicy {
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_millis(500),
+            max_attempts: 4,
+            jitter: false,
+        };
+        assert_eq!(policy.after_failure(1), Some(Duration::from_millis(100)));
+        assert_eq!(policy.after_failure(2), Some(Duration::from_millis(200)));
+        assert_eq!(policy.after_failure(3), Some(Duration::from_millis(400)));
+        assert_eq!(
+            policy.after_failure(4),
+            None,
+            "the fourth failure is the last attempt"
+        );
+        assert_eq!(policy.delay(10), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn jitter_stays_within_one_extra_delay() {
+        let policy = RetryPolicy {
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(10),
+            max_attempts: 10,
+            jitter: true,
+        };
+        for _ in 0..100 {
+            let delay = policy.delay(2);
+            assert!(
+                delay >= Duration::from_millis(200) && delay <= Duration::from_millis(400),
+                "{delay:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,420 @@
+//! [`MySqlStore`]: the relay's statements on MySQL and MariaDB.
+//!
+//! MariaDB has no `UPDATE ... RETURNING`, so the lease statements that need
+//! their result run as a transaction of an update and a select.
+
+use std::time::Duration;
+
+use chrono::{NaiveDateTime, Utc};
+use futures::future::BoxFuture;
+use sqlx::mysql::MySqlRow;
+use sqlx::{MySqlPool, Row};
+
+use super::{
+    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, OutboxStatus, OutboxStore,
+    integers_json, leases_json, parse_headers,
+};
+use crate::{Error, OutboundEvent};
+
+const PARTITION_COUNT: &str = include_str!("sql/mysql/partition_count.sql");
+const HEARTBEAT_UPSERT: &str = include_str!("sql/mysql/heartbeat_upsert.sql");
+const HEARTBEAT_FORGET_DEAD: &str = include_str!("sql/mysql/heartbeat_forget_dead.sql");
+const LIVE_RELAYS: &str = include_str!("sql/mysql/live_relays.sql");
+const DEREGISTER: &str = include_str!("sql/mysql/deregister.sql");
+const RENEW_LEASES: &str = include_str!("sql/mysql/renew_leases.sql");
+const SELECT_LEASES_HELD: &str = include_str!("sql/mysql/select_leases_held.sql");
+const LOCK_FREE_PARTITIONS: &str = include_str!("sql/mysql/lock_free_partitions.sql");
+const TAKE_PARTITIONS: &str = include_str!("sql/mysql/take_partitions.sql");
+const RELEASE_LEASES: &str = include_str!("sql/mysql/release_leases.sql");
+const FETCH_PENDING: &str = include_str!("sql/mysql/fetch_pending.sql");
+const MARK_PUBLISHED: &str = include_str!("sql/mysql/mark_published.sql");
+const RECORD_FAILURE: &str = include_str!("sql/mysql/record_failure.sql");
+const DELETE_PUBLISHED: &str = include_str!("sql/mysql/delete_published.sql");
+const STATUS: &str = include_str!("sql/mysql/status.sql");
+const LIST_DEAD: &str = include_str!("sql/mysql/list_dead.sql");
+const RETRY_DEAD: &str = include_str!("sql/mysql/retry_dead.sql");
+const DISCARD_DEAD: &str = include_str!("sql/mysql/discard_dead.sql");
+
+/// The relay's store on MySQL / MariaDB.
+#[derive(Debug, Clone)]
+pub struct MySqlStore {
+    pool: MySqlPool,
+}
+
+impl MySqlStore {
+    /// A store over `pool`.
+    pub fn new(pool: MySqlPool) -> Self {
+        MySqlStore { pool }
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+}
+
+/// Durations travel as whole microseconds (`INTERVAL ? MICROSECOND`).
+fn micros(duration: Duration) -> i64 {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
+}
+
+fn lease_from_row(row: &MySqlRow) -> Result<Lease, sqlx::Error> {
+    Ok(Lease {
+        partition_no: row.try_get("partition_no")?,
+        lease_token: row.try_get("lease_token")?,
+    })
+}
+
+fn claimed_from_row(row: &MySqlRow) -> Result<ClaimedEvent, sqlx::Error> {
+    let event_id_text: String = row.try_get("event_id")?;
+    let event_id =
+        uuid::Uuid::parse_str(&event_id_text).map_err(|error| sqlx::Error::ColumnDecode {
+            index: "event_id".to_owned(),
+            source: Box::new(error),
+        })?;
+    let headers: String = row.try_get("headers")?;
+    let created_at: NaiveDateTime = row.try_get("created_at")?;
+    // MariaDB types `partition_key % ?` as BIGINT.
+    let partition_no: i64 = row.try_get("partition_no")?;
+    Ok(ClaimedEvent {
+        partition_no: i32::try_from(partition_no).map_err(|error| sqlx::Error::ColumnDecode {
+            index: "partition_no".to_owned(),
+            source: Box::new(error),
+        })?,
+        event: OutboundEvent {
+            id: row.try_get("id")?,
+            event_id,
+            event_type: row.try_get("event_type")?,
+            event_version: row.try_get("event_version")?,
+            source: row.try_get("source")?,
+            aggregate_type: row.try_get("aggregate_type")?,
+            aggregate_id: row.try_get("aggregate_id")?,
+            topic: row.try_get("topic")?,
+            payload: row.try_get("payload")?,
+            headers: parse_headers(&event_id_text, &headers),
+            created_at: created_at.and_utc(),
+            attempts: row.try_get("attempts")?,
+        },
+    })
+}
+
+fn dead_from_row(row: &MySqlRow) -> Result<DeadEvent, sqlx::Error> {
+    Ok(DeadEvent {
+        id: row.try_get("id")?,
+        event_id: row.try_get("event_id")?,
+        event_type: row.try_get("event_type")?,
+        aggregate_type: row.try_get("aggregate_type")?,
+        aggregate_id: row.try_get("aggregate_id")?,
+        topic: row.try_get("topic")?,
+        attempts: row.try_get("attempts")?,
+        last_error: row.try_get("last_error")?,
+    })
+}
+
+/// The optional filters of the dead-event statements.
+fn selector_binds(selector: &DeadSelector) -> (Option<&str>, Option<&str>, Option<&str>) {
+    match selector {
+        DeadSelector::EventId(event_id) => (Some(event_id.as_str()), None, None),
+        DeadSelector::Aggregate {
+            aggregate_type,
+            aggregate_id,
+        } => (
+            None,
+            Some(aggregate_type.as_str()),
+            Some(aggregate_id.as_str()),
+        ),
+        DeadSelector::All => (None, None, None),
+    }
+}
+
+impl OutboxStore for MySqlStore {
+    fn migrate(&self) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(async move { Ok(outbox::migrate(&self.pool).await?) })
+    }
+
+    fn partition_count(&self) -> BoxFuture<'_, Result<i32, Error>> {
+        Box::pin(async move {
+            let count: i64 = sqlx::query_scalar(PARTITION_COUNT)
+                .fetch_one(&self.pool)
+                .await?;
+            Ok(i32::try_from(count).unwrap_or(i32::MAX))
+        })
+    }
+
+    fn heartbeat<'a>(
+        &'a self,
+        relay_id: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<i64, Error>> {
+        Box::pin(async move {
+            sqlx::query(HEARTBEAT_UPSERT)
+                .bind(relay_id)
+                .bind(micros(ttl))
+                .execute(&self.pool)
+                .await?;
+            sqlx::query(HEARTBEAT_FORGET_DEAD)
+                .execute(&self.pool)
+                .await?;
+            Ok(sqlx::query_scalar(LIVE_RELAYS)
+                .fetch_one(&self.pool)
+                .await?)
+        })
+    }
+
+    fn deregister<'a>(&'a self, relay_id: &'a str) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            sqlx::query(DEREGISTER)
+                .bind(relay_id)
+                .execute(&self.pool)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn renew_leases<'a>(
+        &'a self,
+        relay_id: &'a str,
+        leases: &'a [Lease],
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Vec<Lease>, Error>> {
+        Box::pin(async move {
+            if leases.is_empty() {
+                return Ok(Vec::new());
+            }
+            let partitions: Vec<i32> = leases.iter().map(|lease| lease.partition_no).collect();
+            let mut tx = self.pool.begin().await?;
+            sqlx::query(RENEW_LEASES)
+                .bind(leases_json(leases))
+                .bind(micros(ttl))
+                .bind(relay_id)
+                .execute(&mut *tx)
+                .await?;
+            let rows = sqlx::query(SELECT_LEASES_HELD)
+                .bind(integers_json(&partitions))
+                .bind(relay_id)
+                .fetch_all(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            let held: Vec<Lease> = rows.iter().map(lease_from_row).collect::<Result<_, _>>()?;
+            // A partition lost and retaken by this relay has a new token: it
+            // is not the lease asked about.
+            Ok(held
+                .into_iter()
+                .filter(|lease| leases.contains(lease))
+                .collect())
+        })
+    }
+
+    fn acquire_leases<'a>(
+        &'a self,
+        relay_id: &'a str,
+        limit: i64,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Vec<Lease>, Error>> {
+        Box::pin(async move {
+            if limit <= 0 {
+                return Ok(Vec::new());
+            }
+            let mut tx = self.pool.begin().await?;
+            let locked: Vec<i32> = sqlx::query_scalar(LOCK_FREE_PARTITIONS)
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?;
+            if locked.is_empty() {
+                tx.commit().await?;
+                return Ok(Vec::new());
+            }
+            let locked_json = integers_json(&locked);
+            sqlx::query(TAKE_PARTITIONS)
+                .bind(&locked_json)
+                .bind(relay_id)
+                .bind(micros(ttl))
+                .execute(&mut *tx)
+                .await?;
+            let rows = sqlx::query(SELECT_LEASES_HELD)
+                .bind(&locked_json)
+                .bind(relay_id)
+                .fetch_all(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(rows.iter().map(lease_from_row).collect::<Result<_, _>>()?)
+        })
+    }
+
+    fn release_leases<'a>(
+        &'a self,
+        relay_id: &'a str,
+        leases: &'a [Lease],
+    ) -> BoxFuture<'a, Result<u64, Error>> {
+        Box::pin(async move {
+            if leases.is_empty() {
+                return Ok(0);
+            }
+            let result = sqlx::query(RELEASE_LEASES)
+                .bind(leases_json(leases))
+                .bind(relay_id)
+                .execute(&self.pool)
+                .await?;
+            Ok(result.rows_affected())
+        })
+    }
+
+    fn fetch_pending<'a>(
+        &'a self,
+        partition_count: i32,
+        partitions: &'a [i32],
+        hold_dead: bool,
+        limit: i64,
+    ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>> {
+        Box::pin(async move {
+            if partitions.is_empty() {
+                return Ok(Vec::new());
+            }
+            let rows = sqlx::query(FETCH_PENDING)
+                .bind(partition_count)
+                .bind(partition_count)
+                .bind(integers_json(partitions))
+                .bind(hold_dead)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+            Ok(rows
+                .iter()
+                .map(claimed_from_row)
+                .collect::<Result<_, _>>()?)
+        })
+    }
+
+    fn mark_published<'a>(
+        &'a self,
+        relay_id: &'a str,
+        partition_count: i32,
+        leases: &'a [Lease],
+        ids: &'a [i64],
+    ) -> BoxFuture<'a, Result<u64, Error>> {
+        Box::pin(async move {
+            if ids.is_empty() {
+                return Ok(0);
+            }
+            let result = sqlx::query(MARK_PUBLISHED)
+                .bind(partition_count)
+                .bind(leases_json(leases))
+                .bind(integers_json(ids))
+                .bind(relay_id)
+                .execute(&self.pool)
+                .await?;
+            Ok(result.rows_affected())
+        })
+    }
+
+    fn record_failures<'a>(
+        &'a self,
+        relay_id: &'a str,
+        partition_count: i32,
+        leases: &'a [Lease],
+        failures: &'a [FailedAttempt],
+    ) -> BoxFuture<'a, Result<u64, Error>> {
+        Box::pin(async move {
+            let leases = leases_json(leases);
+            let mut updated = 0;
+            let mut tx = self.pool.begin().await?;
+            for failure in failures {
+                let result = sqlx::query(RECORD_FAILURE)
+                    .bind(partition_count)
+                    .bind(&leases)
+                    .bind(&failure.error)
+                    .bind(failure.retry_in.is_none())
+                    .bind(failure.retry_in.map_or(0, micros))
+                    .bind(failure.id)
+                    .bind(relay_id)
+                    .execute(&mut *tx)
+                    .await?;
+                updated += result.rows_affected();
+            }
+            tx.commit().await?;
+            Ok(updated)
+        })
+    }
+
+    fn delete_published(
+        &self,
+        older_than: Duration,
+        limit: i64,
+    ) -> BoxFuture<'_, Result<u64, Error>> {
+        Box::pin(async move {
+            let result = sqlx::query(DELETE_PUBLISHED)
+                .bind(micros(older_than))
+                .bind(limit)
+                .execute(&self.pool)
+                .await?;
+            Ok(result.rows_affected())
+        })
+    }
+
+    fn status(&self) -> BoxFuture<'_, Result<OutboxStatus, Error>> {
+        Box::pin(async move {
+            let row = sqlx::query(STATUS).fetch_one(&self.pool).await?;
+            let oldest: Option<NaiveDateTime> = row.try_get("oldest_pending_at")?;
+            Ok(OutboxStatus {
+                pending: row.try_get("pending")?,
+                retrying: row.try_get("retrying")?,
+                dead: row.try_get("dead")?,
+                published: row.try_get("published")?,
+                oldest_pending_at: oldest.map(|time| time.and_utc().with_timezone(&Utc)),
+                leased_partitions: row.try_get("leased_partitions")?,
+                partitions: row.try_get("partitions")?,
+                live_relays: row.try_get("live_relays")?,
+            })
+        })
+    }
+
+    fn list_dead<'a>(
+        &'a self,
+        selector: &'a DeadSelector,
+        limit: i64,
+    ) -> BoxFuture<'a, Result<Vec<DeadEvent>, Error>> {
+        Box::pin(async move {
+            let (event_id, aggregate_type, aggregate_id) = selector_binds(selector);
+            let rows = sqlx::query(LIST_DEAD)
+                .bind(event_id)
+                .bind(event_id)
+                .bind(aggregate_type)
+                .bind(aggregate_type)
+                .bind(aggregate_id)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+            Ok(rows.iter().map(dead_from_row).collect::<Result<_, _>>()?)
+        })
+    }
+
+    fn retry_dead<'a>(&'a self, selector: &'a DeadSelector) -> BoxFuture<'a, Result<u64, Error>> {
+        Box::pin(async move {
+            let (event_id, aggregate_type, aggregate_id) = selector_binds(selector);
+            let result = sqlx::query(RETRY_DEAD)
+                .bind(event_id)
+                .bind(event_id)
+                .bind(aggregate_type)
+                .bind(aggregate_type)
+                .bind(aggregate_id)
+                .execute(&self.pool)
+                .await?;
+            Ok(result.rows_affected())
+        })
+    }
+
+    fn discard_dead<'a>(&'a self, selector: &'a DeadSelector) -> BoxFuture<'a, Result<u64, Error>> {
+        Box::pin(async move {
+            let (event_id, aggregate_type, aggregate_id) = selector_binds(selector);
+            let result = sqlx::query(DISCARD_DEAD)
+                .bind(event_id)
+                .bind(event_id)
+                .bind(aggregate_type)
+                .bind(aggregate_type)
+                .bind(aggregate_id)
+                .execute(&self.pool)
+                .await?;
+            Ok(result.rows_affected())
+        })
+    }
+}

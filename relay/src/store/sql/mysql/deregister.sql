@@ -1,0 +1,1 @@
+DELETE FROM outbox_relays WHERE relay_id = ?

@@ -1,0 +1,24 @@
+-- ? partition count, ? partition count, ? JSON array of partitions leased,
+-- ? whether dead events hold their aggregate, ? batch size.
+-- Pending, due events in id order. An event is skipped while an earlier
+-- event of its aggregate waits for a retry (or is dead, under the hold
+-- policy); the probe uses outbox_events_aggregate_idx.
+SELECT e.id, e.event_id, e.event_type, e.event_version, e.source, e.aggregate_type, e.aggregate_id,
+       e.topic, e.payload, e.headers, e.created_at, e.attempts, e.partition_key % ? AS partition_no
+FROM outbox_events AS e
+WHERE e.state = 'pending'
+  AND e.partition_key % ? IN (
+      SELECT leased.partition_no FROM JSON_TABLE(?, '$[*]' COLUMNS (partition_no INT PATH '$')) AS leased)
+  AND (e.next_attempt_at IS NULL OR e.next_attempt_at <= UTC_TIMESTAMP(6))
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox_events AS earlier
+      WHERE earlier.aggregate_type = e.aggregate_type
+        AND earlier.aggregate_id = e.aggregate_id
+        AND earlier.id < e.id
+        AND earlier.attempts > 0
+        AND earlier.state <> 'published'
+        AND ((earlier.state = 'dead' AND ?)
+             OR (earlier.state = 'pending' AND earlier.next_attempt_at > UTC_TIMESTAMP(6)))
+  )
+ORDER BY e.id
+LIMIT ?

@@ -1,0 +1,1 @@
+SELECT COUNT(*)::integer FROM outbox_partitions

@@ -1,0 +1,5 @@
+-- ?1 event id or NULL, ?2 aggregate type or NULL, ?3 aggregate id or NULL.
+DELETE FROM outbox_events
+WHERE state = 'dead'
+  AND (?1 IS NULL OR event_id = ?1)
+  AND (?2 IS NULL OR (aggregate_type = ?2 AND aggregate_id = ?3))

@@ -1,0 +1,433 @@
+//! The relay's statements against real PostgreSQL, MariaDB and SQLite:
+//! leases and fencing, per-aggregate blocking, retention and dead-event
+//! repair. Every scenario runs once per backend on a fresh database.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use outbox::Event;
+use outbox_relay::store::{
+    DeadSelector, FailedAttempt, Lease, MySqlStore, OutboxStore, PostgresStore, SqliteStore,
+};
+use outbox_testkit::{TestBackend, TestDatabase};
+use serde::Serialize;
+
+#[derive(Serialize, Event)]
+#[event(
+    type = "account.credited",
+    aggregate = "account",
+    topic = "accounts",
+    source = "/accounts"
+)]
+struct AccountCredited {
+    #[event(aggregate_id)]
+    account: String,
+    amount: i64,
+}
+
+const LONG: Duration = Duration::from_secs(60);
+
+async fn enqueue<DB: outbox::Backend>(
+    db: &TestDatabase<DB>,
+    events: &[(&str, i64)],
+) -> Vec<uuid::Uuid> {
+    let events: Vec<AccountCredited> = events
+        .iter()
+        .map(|(account, amount)| AccountCredited {
+            account: (*account).to_owned(),
+            amount: *amount,
+        })
+        .collect();
+    let mut tx = db.pool().begin().await.expect("begin");
+    let ids = outbox::enqueue_batch(&mut tx, &events)
+        .await
+        .expect("enqueue");
+    tx.commit().await.expect("commit");
+    ids
+}
+
+async fn count<DB: TestBackend>(db: &TestDatabase<DB>, sql: &str) -> i64 {
+    let mut connection = db.pool().acquire().await.expect("acquire");
+    DB::fetch_i64(&mut connection, sql)
+        .await
+        .unwrap_or_else(|error| panic!("{sql}: {error}"))
+}
+
+fn partitions(leases: &[Lease]) -> Vec<i32> {
+    leases.iter().map(|lease| lease.partition_no).collect()
+}
+
+async fn a_lost_lease_cannot_mark_or_fail_rows<DB: outbox::Backend + TestBackend>(
+    db: &TestDatabase<DB>,
+    store: Arc<dyn OutboxStore>,
+) {
+    store.migrate().await.expect("migrate");
+    let partition_count = store.partition_count().await.expect("partition count");
+    enqueue(db, &[("a", 1), ("b", 2), ("c", 3)]).await;
+
+    let short = Duration::from_millis(1500);
+    let old = store
+        .acquire_leases("relay-a", 1000, short)
+        .await
+        .expect("acquire");
+    assert_eq!(
+        old.len() as i32,
+        partition_count,
+        "a lone relay can take every partition"
+    );
+    assert!(
+        store
+            .acquire_leases("relay-b", 1000, LONG)
+            .await
+            .expect("acquire")
+            .is_empty(),
+        "live leases are not taken"
+    );
+    let fetched = store
+        .fetch_pending(partition_count, &partitions(&old), true, 100)
+        .await
+        .expect("fetch");
+    assert_eq!(fetched.len(), 3);
+    let ids: Vec<i64> = fetched.iter().map(|claimed| claimed.event.id).collect();
+
+    // relay-a stalls past its lease; relay-b takes the partitions over.
+    tokio::time::sleep(short + Duration::from_millis(500)).await;
+    let new = store
+        .acquire_leases("relay-b", 1000, LONG)
+        .await
+        .expect("acquire after expiry");
+    assert_eq!(new.len(), old.len(), "expired leases are taken over");
+    for (old_lease, new_lease) in old.iter().zip(&new) {
+        assert_eq!(old_lease.partition_no, new_lease.partition_no);
+        assert!(
+            new_lease.lease_token > old_lease.lease_token,
+            "takeover bumps the fencing token"
+        );
+    }
+    assert!(
+        store
+            .renew_leases("relay-a", &old, LONG)
+            .await
+            .expect("renew")
+            .is_empty(),
+        "an expired lease is not renewed"
+    );
+
+    let stale_mark = store
+        .mark_published("relay-a", partition_count, &old, &ids)
+        .await
+        .expect("mark");
+    assert_eq!(stale_mark, 0, "a stale lease marks nothing");
+    let stale_failure = FailedAttempt {
+        id: ids[0],
+        partition_no: fetched[0].partition_no,
+        error: "stale".to_owned(),
+        retry_in: None,
+    };
+    let failed = store
+        .record_failures("relay-a", partition_count, &old, &[stale_failure])
+        .await
+        .expect("record");
+    assert_eq!(failed, 0, "a stale lease alters nothing");
+    assert_eq!(
+        count(
+            db,
+            "SELECT COUNT(*) FROM outbox_events WHERE state = 'pending' AND attempts = 0"
+        )
+        .await,
+        3
+    );
+
+    let marked = store
+        .mark_published("relay-b", partition_count, &new, &ids)
+        .await
+        .expect("mark");
+    assert_eq!(marked, 3, "the live lease marks the rows");
+    assert_eq!(
+        count(
+            db,
+            "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'"
+        )
+        .await,
+        3
+    );
+
+    // Released leases are free again, and fence their old holder out.
+    assert_eq!(
+        store
+            .release_leases("relay-b", &new)
+            .await
+            .expect("release"),
+        new.len() as u64
+    );
+    let again = store
+        .acquire_leases("relay-c", 1000, LONG)
+        .await
+        .expect("acquire released");
+    assert_eq!(again.len(), new.len());
+}
+
+async fn concurrent_acquirers_split_the_partitions<DB: outbox::Backend + TestBackend>(
+    _db: &TestDatabase<DB>,
+    store: Arc<dyn OutboxStore>,
+) {
+    store.migrate().await.expect("migrate");
+    let partition_count = store.partition_count().await.expect("partition count");
+    let mut tasks = Vec::new();
+    for relay in 0..4 {
+        let store = Arc::clone(&store);
+        tasks.push(tokio::spawn(async move {
+            store
+                .acquire_leases(&format!("relay-{relay}"), 1000, LONG)
+                .await
+        }));
+    }
+    let mut taken = Vec::new();
+    for task in tasks {
+        taken.extend(partitions(&task.await.expect("task").expect("acquire")));
+    }
+    taken.sort_unstable();
+    assert_eq!(
+        taken,
+        (0..partition_count).collect::<Vec<_>>(),
+        "every partition is taken exactly once"
+    );
+}
+
+async fn a_failed_event_holds_back_its_aggregate_only<DB: outbox::Backend + TestBackend>(
+    db: &TestDatabase<DB>,
+    store: Arc<dyn OutboxStore>,
+) {
+    store.migrate().await.expect("migrate");
+    let partition_count = store.partition_count().await.expect("partition count");
+    enqueue(db, &[("x", 1), ("y", 1), ("x", 2), ("z", 1), ("y", 2)]).await;
+    let leases = store
+        .acquire_leases("relay", 1000, LONG)
+        .await
+        .expect("acquire");
+    let all = partitions(&leases);
+
+    let fetched = store
+        .fetch_pending(partition_count, &all, true, 100)
+        .await
+        .expect("fetch");
+    let order: Vec<&str> = fetched
+        .iter()
+        .map(|claimed| claimed.event.aggregate_id.as_str())
+        .collect();
+    assert_eq!(
+        order,
+        vec!["x", "y", "x", "z", "y"],
+        "pending events come in id order"
+    );
+
+    // x's first event fails and waits a minute; y's first event is dead.
+    let x1 = &fetched[0];
+    let y1 = &fetched[1];
+    let failures = [
+        FailedAttempt {
+            id: x1.event.id,
+            partition_no: x1.partition_no,
+            error: "broker said no".to_owned(),
+            retry_in: Some(LONG),
+        },
+        FailedAttempt {
+            id: y1.event.id,
+            partition_no: y1.partition_no,
+            error: "too large".to_owned(),
+            retry_in: None,
+        },
+    ];
+    assert_eq!(
+        store
+            .record_failures("relay", partition_count, &leases, &failures)
+            .await
+            .expect("record"),
+        2
+    );
+
+    let held = store
+        .fetch_pending(partition_count, &all, true, 100)
+        .await
+        .expect("fetch");
+    let held_order: Vec<&str> = held
+        .iter()
+        .map(|claimed| claimed.event.aggregate_id.as_str())
+        .collect();
+    assert_eq!(
+        held_order,
+        vec!["z"],
+        "x waits for its retry, y is held by its dead event, z flows"
+    );
+
+    let skipped = store
+        .fetch_pending(partition_count, &all, false, 100)
+        .await
+        .expect("fetch");
+    let skipped_order: Vec<&str> = skipped
+        .iter()
+        .map(|claimed| claimed.event.aggregate_id.as_str())
+        .collect();
+    assert_eq!(
+        skipped_order,
+        vec!["z", "y"],
+        "under the skip policy a dead event holds nothing"
+    );
+
+    assert_eq!(
+        count(db, "SELECT COUNT(*) FROM outbox_events WHERE state = 'dead' AND attempts = 1 AND last_error = 'too large'")
+            .await,
+        1
+    );
+
+    // An operator retries the dead event: it is pending again, ahead of y's second.
+    let dead = store
+        .list_dead(&DeadSelector::All, 10)
+        .await
+        .expect("list dead");
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].last_error.as_deref(), Some("too large"));
+    let selector = DeadSelector::EventId(dead[0].event_id.clone());
+    assert_eq!(store.retry_dead(&selector).await.expect("retry"), 1);
+    let after_retry = store
+        .fetch_pending(partition_count, &all, true, 100)
+        .await
+        .expect("fetch");
+    let after_retry_order: Vec<&str> = after_retry
+        .iter()
+        .map(|claimed| claimed.event.aggregate_id.as_str())
+        .collect();
+    assert_eq!(after_retry_order, vec!["y", "z", "y"]);
+}
+
+async fn retention_deletes_only_old_published_events<DB: outbox::Backend + TestBackend>(
+    db: &TestDatabase<DB>,
+    store: Arc<dyn OutboxStore>,
+) {
+    store.migrate().await.expect("migrate");
+    let partition_count = store.partition_count().await.expect("partition count");
+    enqueue(db, &[("r", 1), ("s", 1), ("t", 1), ("u", 1)]).await;
+    let leases = store
+        .acquire_leases("relay", 1000, LONG)
+        .await
+        .expect("acquire");
+    let fetched = store
+        .fetch_pending(partition_count, &partitions(&leases), true, 100)
+        .await
+        .expect("fetch");
+    let published: Vec<i64> = fetched[..2]
+        .iter()
+        .map(|claimed| claimed.event.id)
+        .collect();
+    store
+        .mark_published("relay", partition_count, &leases, &published)
+        .await
+        .expect("mark");
+    let dead = FailedAttempt {
+        id: fetched[2].event.id,
+        partition_no: fetched[2].partition_no,
+        error: "gone".to_owned(),
+        retry_in: None,
+    };
+    store
+        .record_failures("relay", partition_count, &leases, &[dead])
+        .await
+        .expect("record");
+
+    assert_eq!(
+        store.delete_published(LONG, 100).await.expect("delete"),
+        0,
+        "too young to delete"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        store
+            .delete_published(Duration::ZERO, 1)
+            .await
+            .expect("delete"),
+        1,
+        "bounded batch"
+    );
+    assert_eq!(
+        store
+            .delete_published(Duration::ZERO, 100)
+            .await
+            .expect("delete"),
+        1
+    );
+    assert_eq!(
+        count(
+            db,
+            "SELECT COUNT(*) FROM outbox_events WHERE state = 'pending'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        count(
+            db,
+            "SELECT COUNT(*) FROM outbox_events WHERE state = 'dead'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(count(db, "SELECT COUNT(*) FROM outbox_events").await, 2);
+
+    let status = store.status().await.expect("status");
+    assert_eq!((status.pending, status.dead, status.published), (1, 1, 0));
+    assert!(status.oldest_pending_at.is_some());
+
+    assert_eq!(
+        store
+            .discard_dead(&DeadSelector::Aggregate {
+                aggregate_type: "account".to_owned(),
+                aggregate_id: "t".to_owned()
+            })
+            .await
+            .expect("discard"),
+        1
+    );
+    assert_eq!(count(db, "SELECT COUNT(*) FROM outbox_events").await, 1);
+}
+
+macro_rules! scenarios_on_every_backend {
+    ($($scenario:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $scenario() {
+                    let db = outbox_testkit::postgres().await;
+                    let store = std::sync::Arc::new(super::PostgresStore::new(db.pool().clone()));
+                    super::$scenario(&db, store).await;
+                }
+            )*
+        }
+        mod mysql {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $scenario() {
+                    let db = outbox_testkit::mysql().await;
+                    let store = std::sync::Arc::new(super::MySqlStore::new(db.pool().clone()));
+                    super::$scenario(&db, store).await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $scenario() {
+                    let db = outbox_testkit::sqlite().await;
+                    let store = std::sync::Arc::new(super::SqliteStore::new(db.pool().clone()));
+                    super::$scenario(&db, store).await;
+                }
+            )*
+        }
+    };
+}
+
+scenarios_on_every_backend!(
+    a_lost_lease_cannot_mark_or_fail_rows,
+    concurrent_acquirers_split_the_partitions,
+    a_failed_event_holds_back_its_aggregate_only,
+    retention_deletes_only_old_published_events,
+);
