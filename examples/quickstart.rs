@@ -11,7 +11,13 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 use sqlx::{Row, SqlitePool};
 
 #[derive(Serialize, Event)]
-#[event(type = "order.created", version = 1, aggregate = "order", topic = "orders", source = "/orders")]
+#[event(
+    type = "order.created",
+    version = 1,
+    aggregate = "order",
+    topic = "orders",
+    source = "/orders"
+)]
 struct OrderCreated {
     #[event(aggregate_id)]
     order_id: String,
@@ -35,14 +41,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     outbox::migrate(&pool).await?;
     sqlx::query(CREATE_ORDERS).execute(&pool).await?;
 
-    for (order_id, total_cents, commit) in [("o-1", 1250, true), ("o-2", 990, false), ("o-3", 4200, true)] {
+    for (order_id, total_cents, commit) in [
+        ("o-1", 1250, true),
+        ("o-2", 990, false),
+        ("o-3", 4200, true),
+    ] {
         let mut tx = pool.begin().await?;
         sqlx::query(INSERT_ORDER)
             .bind(order_id)
             .bind(total_cents)
             .execute(&mut *tx)
             .await?;
-        let event = OrderCreated { order_id: order_id.to_owned(), total_cents };
+        let event = OrderCreated {
+            order_id: order_id.to_owned(),
+            total_cents,
+        };
         let event_id = outbox::enqueue(&mut tx, &event).await?;
         if commit {
             tx.commit().await?;

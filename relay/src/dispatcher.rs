@@ -57,6 +57,9 @@ struct BatchOutcome {
     unavailable: usize,
 }
 
+/// The ids a marking task was given, and how many rows it marked.
+type MarkResult = (Vec<i64>, Result<u64, Error>);
+
 /// The batch loop of one relay instance.
 pub struct Dispatcher {
     store: Arc<dyn OutboxStore>,
@@ -68,7 +71,7 @@ pub struct Dispatcher {
     totals: DispatchTotals,
     /// Published, not yet marked: left out of the next fetch.
     unmarked: HashSet<i64>,
-    marking: Option<JoinHandle<(Vec<i64>, Result<u64, Error>)>>,
+    marking: Option<JoinHandle<MarkResult>>,
 }
 
 impl Dispatcher {
@@ -102,6 +105,9 @@ impl Dispatcher {
         let mut next_rebalance = Instant::now();
         while !stop.is_cancelled() {
             if Instant::now() >= next_rebalance {
+                // Marks in flight are fenced by the leases they were fetched
+                // under: settle them before any lease is given up.
+                self.finish_marking().await;
                 if let Err(error) = self.leases.rebalance().await {
                     tracing::warn!(%error, "lease rebalance failed; retrying");
                 }

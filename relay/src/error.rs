@@ -55,4 +55,16 @@ pub enum Error {
     /// An operator command named something that does not exist.
     #[error("{0}")]
     NotFound(String),
+
+    /// A command-line value that is malformed.
+    #[error("{0}")]
+    InvalidArgument(String),
+
+    /// The relay did not stop cleanly.
+    #[error("{0}")]
+    Shutdown(String),
+
+    /// Output could not be encoded as JSON.
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
 }

@@ -2,11 +2,18 @@
 //! partition leases and publishes them to Kafka, RabbitMQ or stdout as
 //! CloudEvents, keeping every guarantee of the outbox contract.
 
+pub mod broker_url;
+pub mod cli;
+pub mod commands;
+pub mod config;
+mod connect;
+pub mod database_url;
 mod dispatcher;
 mod error;
 mod leases;
 mod outbound;
 pub mod publish;
+mod publishers;
 mod relay;
 mod retention;
 mod retry;
@@ -14,10 +21,18 @@ pub mod store;
 mod wakeup;
 mod waves;
 
+pub use broker_url::{BrokerUrl, DEFAULT_BROKER, resolve_broker_url};
+pub use config::{
+    AmqpConfig, AmqpRoute, DeadLetterConfig, DeadLetterPolicy, HttpConfig, KafkaConfig,
+    RelayConfig, RetentionConfig, RetryConfig, RoutingKey, parse_duration,
+};
+pub use connect::{OpenStore, open_store};
+pub use database_url::{DEFAULT_DATABASE_URL, DatabaseUrl, mask_password, resolve_database_url};
 pub use dispatcher::{DispatchSettings, DispatchTotals};
 pub use error::Error;
 pub use leases::{LeaseKeeper, LeaseSnapshot};
 pub use outbound::OutboundEvent;
+pub use publishers::build_publisher;
 pub use relay::{Relay, RelaySettings};
 pub use retention::{RetentionSettings, run_retention_pass};
 pub use retry::RetryPolicy;

@@ -4,6 +4,15 @@ use futures::future::BoxFuture;
 
 use crate::OutboundEvent;
 
+pub mod cloudevent;
+pub mod kafka;
+pub mod rabbitmq;
+pub mod stdout;
+
+pub use kafka::{KafkaPublisher, KafkaPublisherConfig};
+pub use rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};
+pub use stdout::StdoutPublisher;
+
 /// Why one event was not published.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PublishFailure {

@@ -1,0 +1,272 @@
+//! What each `outbox-relay` subcommand does.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::broker_url::{BrokerUrl, resolve_broker_url};
+use crate::cli::{Command, DatabaseArgs, DeadAction, DeadSelection};
+use crate::config::{DeadLetterPolicy, RelayConfig};
+use crate::connect::open_store;
+use crate::database_url::{DatabaseUrl, resolve_database_url};
+use crate::publish::Publisher;
+use crate::publishers::build_publisher;
+use crate::store::{DeadSelector, OutboxStatus};
+use crate::{DispatchSettings, Error, Relay, RelaySettings, RetentionSettings, RetryPolicy};
+
+fn environment(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+fn database_url(args: &DatabaseArgs) -> Result<DatabaseUrl, Error> {
+    resolve_database_url(args.database_url.as_deref(), environment)
+}
+
+/// Run one subcommand to completion.
+///
+/// # Errors
+/// Every failure, as one line naming the problem.
+pub async fn execute(command: Command) -> Result<(), Error> {
+    match command {
+        Command::Run {
+            database,
+            broker,
+            config,
+            skip_migrate,
+        } => {
+            // Everything that can be wrong with the input is checked before
+            // anything connects, let alone claims.
+            let database_url = database_url(&database)?;
+            let broker_url = resolve_broker_url(broker.as_deref(), environment)?;
+            let config = match config {
+                Some(path) => RelayConfig::load(path)?,
+                None => RelayConfig::default(),
+            };
+            run(database_url, broker_url, config, skip_migrate).await
+        }
+        Command::Migrate { database } => {
+            let opened = open_store(&database_url(&database)?).await?;
+            opened.store.migrate().await?;
+            println!("outbox schema is up to date");
+            Ok(())
+        }
+        Command::Status { database, json } => {
+            let opened = open_store(&database_url(&database)?).await?;
+            let status = opened.store.status().await?;
+            print_status(&status, json)
+        }
+        Command::Dead { action } => dead(action).await,
+    }
+}
+
+async fn run(
+    database_url: DatabaseUrl,
+    broker_url: BrokerUrl,
+    config: RelayConfig,
+    skip_migrate: bool,
+) -> Result<(), Error> {
+    let relay_id = config.instance_id.clone().unwrap_or_else(default_relay_id);
+    let publisher: Arc<dyn Publisher> = build_publisher(&broker_url, &config).await?;
+    let opened = open_store(&database_url).await?;
+    if !skip_migrate {
+        opened.store.migrate().await?;
+    }
+    tracing::info!(
+        relay_id = %relay_id,
+        database = %database_url,
+        broker = %broker_url,
+        "outbox relay ready"
+    );
+
+    let stop = CancellationToken::new();
+    let wakeup = opened.wakeup(&stop);
+    let settings = relay_settings(relay_id, &config);
+    let relay = Relay::new(Arc::clone(&opened.store), publisher, settings).with_wakeup(wakeup);
+    let relay_task = tokio::spawn(relay.run(stop.clone()));
+
+    wait_for_signal().await?;
+    tracing::info!("stop requested; finishing the batch in flight");
+    stop.cancel();
+    match tokio::time::timeout(config.shutdown_timeout, relay_task).await {
+        Ok(Ok(result)) => result.map(|_| ()),
+        Ok(Err(join_error)) => Err(Error::Shutdown(format!(
+            "the relay task failed: {join_error}"
+        ))),
+        Err(_) => {
+            tracing::warn!(
+                timeout_ms = config.shutdown_timeout.as_millis() as u64,
+                "graceful stop timed out; leases expire on their own"
+            );
+            Err(Error::Shutdown(format!(
+                "graceful stop did not finish within {} ms",
+                config.shutdown_timeout.as_millis()
+            )))
+        }
+    }
+}
+
+/// The relay's settings from its configuration.
+pub fn relay_settings(relay_id: String, config: &RelayConfig) -> RelaySettings {
+    RelaySettings {
+        relay_id,
+        lease_duration: config.lease_duration,
+        dispatch: DispatchSettings {
+            batch_size: i64::from(config.batch_size),
+            publish_timeout: config.publish_timeout,
+            retry: RetryPolicy {
+                base_delay: config.retry.base_delay,
+                max_delay: config.retry.max_delay,
+                max_attempts: config.retry.max_attempts,
+                jitter: config.retry.jitter,
+            },
+            hold_dead: config.dead_letter.policy == DeadLetterPolicy::Hold,
+            poll_interval_min: config.poll_interval_min,
+            poll_interval_max: config.poll_interval_max,
+        },
+        retention: config.retention.enabled.then(|| RetentionSettings {
+            keep_published: config.retention.published,
+            interval: config.retention.interval,
+            batch_size: i64::from(config.retention.batch_size),
+        }),
+    }
+}
+
+/// `host-pid-random`: unique per process, readable in `outbox_partitions`.
+fn default_relay_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "relay".to_owned());
+    let suffix = uuid::Uuid::now_v7().simple().to_string();
+    format!(
+        "{host}-{}-{}",
+        std::process::id(),
+        &suffix[suffix.len() - 6..]
+    )
+}
+
+/// Wait for SIGTERM or SIGINT.
+async fn wait_for_signal() -> Result<(), Error> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = terminate.recv() => tracing::info!(signal = "SIGTERM", "signal received"),
+        _ = interrupt.recv() => tracing::info!(signal = "SIGINT", "signal received"),
+    }
+    Ok(())
+}
+
+fn print_status(status: &OutboxStatus, json: bool) -> Result<(), Error> {
+    if json {
+        let text = serde_json::to_string_pretty(status)?;
+        println!("{text}");
+        return Ok(());
+    }
+    let oldest = status
+        .oldest_pending_at
+        .map(|time| {
+            let age = chrono::Utc::now() - time;
+            format!("{time} ({}s ago)", age.num_seconds())
+        })
+        .unwrap_or_else(|| "-".to_owned());
+    println!("pending:            {}", status.pending);
+    println!("  waiting to retry: {}", status.retrying);
+    println!("dead:               {}", status.dead);
+    println!("published (kept):   {}", status.published);
+    println!("oldest pending:     {oldest}");
+    println!(
+        "leased partitions:  {}/{}",
+        status.leased_partitions, status.partitions
+    );
+    println!("live relays:        {}", status.live_relays);
+    Ok(())
+}
+
+fn parse_aggregate(text: &str) -> Result<DeadSelector, Error> {
+    match text.split_once(':') {
+        Some((aggregate_type, aggregate_id))
+            if !aggregate_type.is_empty() && !aggregate_id.is_empty() =>
+        {
+            Ok(DeadSelector::Aggregate {
+                aggregate_type: aggregate_type.to_owned(),
+                aggregate_id: aggregate_id.to_owned(),
+            })
+        }
+        _ => Err(Error::InvalidArgument(format!(
+            "invalid --aggregate `{text}`: expected TYPE:ID, e.g. order:42"
+        ))),
+    }
+}
+
+fn selector(selection: &DeadSelection) -> Result<DeadSelector, Error> {
+    if let Some(event_id) = &selection.event_id {
+        return Ok(DeadSelector::EventId(event_id.clone()));
+    }
+    if let Some(aggregate) = &selection.aggregate {
+        return parse_aggregate(aggregate);
+    }
+    Ok(DeadSelector::All)
+}
+
+async fn dead(action: DeadAction) -> Result<(), Error> {
+    match action {
+        DeadAction::List {
+            database,
+            event_id,
+            aggregate,
+            limit,
+            json,
+        } => {
+            let selector = match (event_id, aggregate) {
+                (Some(event_id), _) => DeadSelector::EventId(event_id),
+                (None, Some(aggregate)) => parse_aggregate(&aggregate)?,
+                (None, None) => DeadSelector::All,
+            };
+            let opened = open_store(&database_url(&database)?).await?;
+            let dead = opened.store.list_dead(&selector, limit).await?;
+            if json {
+                let text = serde_json::to_string_pretty(&dead)?;
+                println!("{text}");
+            } else {
+                for event in &dead {
+                    println!(
+                        "{} {} {} {}:{} topic={} attempts={} error={}",
+                        event.id,
+                        event.event_id,
+                        event.event_type,
+                        event.aggregate_type,
+                        event.aggregate_id,
+                        event.topic,
+                        event.attempts,
+                        event.last_error.as_deref().unwrap_or("-")
+                    );
+                }
+                println!("{} dead event(s)", dead.len());
+            }
+            Ok(())
+        }
+        DeadAction::Retry {
+            database,
+            selection,
+        } => {
+            let selector = selector(&selection)?;
+            let opened = open_store(&database_url(&database)?).await?;
+            let retried = opened.store.retry_dead(&selector).await?;
+            println!("{retried} dead event(s) made pending again");
+            Ok(())
+        }
+        DeadAction::Discard {
+            database,
+            selection,
+        } => {
+            let selector = selector(&selection)?;
+            let opened = open_store(&database_url(&database)?).await?;
+            let discarded = opened.store.discard_dead(&selector).await?;
+            println!("{discarded} dead event(s) discarded");
+            Ok(())
+        }
+    }
+}

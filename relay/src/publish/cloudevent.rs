@@ -1,0 +1,375 @@
+//! The CloudEvents view of an [`OutboundEvent`], built once and shared by
+//! every binding.
+//!
+//! The event model is the `cloudevents-sdk` crate's [`Event`]. Its protocol
+//! bindings are not used: the SDK's Kafka binding pins another rdkafka
+//! version and it has no AMQP binding. Each publisher maps the attributes
+//! listed by [`CloudEvent::attributes`] to its own headers instead:
+//! `ce_<name>` on Kafka, `cloudEvents:<name>` on RabbitMQ, and the JSON
+//! event format (structured mode) on stdout.
+//!
+//! Attributes (CONTRACT §3):
+//!
+//! | attribute | value |
+//! |---|---|
+//! | `specversion` | `1.0` |
+//! | `id` | `event_id` |
+//! | `source` | `source` |
+//! | `type` | `event_type` |
+//! | `time` | `created_at`, RFC 3339 in UTC |
+//! | `datacontenttype` | `application/json` |
+//! | `aggregatetype` | `aggregate_type` (extension) |
+//! | `eventversion` | `event_version` (extension, integer) |
+//! | `partitionkey` | `aggregate_id` (extension of the CloudEvents Partitioning spec) |
+//! | every entry of `headers` | extension attributes, unless the name is invalid or taken |
+
+use chrono::SecondsFormat;
+use cloudevents::event::{ExtensionValue, SpecVersion};
+use cloudevents::{AttributesReader, Event, EventBuilder, EventBuilderV10};
+
+use crate::OutboundEvent;
+use crate::publish::PublishFailure;
+
+/// The CloudEvents spec version every event is published with.
+pub const SPEC_VERSION: &str = "1.0";
+
+/// The `datacontenttype` of every event: the payload is JSON.
+pub const CONTENT_TYPE_JSON: &str = "application/json";
+
+/// Extension attribute carrying `aggregate_type`.
+pub const EXTENSION_AGGREGATE_TYPE: &str = "aggregatetype";
+
+/// Extension attribute carrying `event_version`, the payload's schema version.
+pub const EXTENSION_EVENT_VERSION: &str = "eventversion";
+
+/// Extension attribute carrying `aggregate_id` (CloudEvents Partitioning
+/// extension).
+pub const EXTENSION_PARTITION_KEY: &str = "partitionkey";
+
+/// Names a `headers` entry may not take: the CloudEvents context attributes,
+/// the members reserved by the JSON event format, and the extensions the
+/// relay sets itself.
+const RESERVED_NAMES: &[&str] = &[
+    "specversion",
+    "id",
+    "source",
+    "type",
+    "time",
+    "datacontenttype",
+    "dataschema",
+    "subject",
+    "data",
+    "data_base64",
+    EXTENSION_AGGREGATE_TYPE,
+    EXTENSION_EVENT_VERSION,
+    EXTENSION_PARTITION_KEY,
+];
+
+/// The CloudEvents attributes of one outbox event, without its data.
+///
+/// Built once per publication with [`CloudEvent::from_outbound`]; the
+/// bindings read [`CloudEvent::attributes`] (binary content mode) or turn it
+/// into a full SDK [`Event`] with [`CloudEvent::into_structured`]
+/// (structured content mode).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CloudEvent {
+    event: Event,
+}
+
+impl CloudEvent {
+    /// Build the attributes of `outbound`.
+    ///
+    /// An entry of `headers` whose name is not a valid CloudEvents attribute
+    /// name (lowercase ASCII letters and digits) or that collides with a
+    /// context attribute or one of the relay's own extensions is skipped with
+    /// a warning; it never fails the event.
+    ///
+    /// Fails with [`PublishFailure::Rejected`] only when the event cannot be
+    /// a CloudEvent at all: an empty `source` or `event_type`.
+    pub fn from_outbound(outbound: &OutboundEvent) -> Result<Self, PublishFailure> {
+        if outbound.source.is_empty() {
+            return Err(PublishFailure::Rejected(
+                "not a valid cloudevent: source is empty".to_owned(),
+            ));
+        }
+        if outbound.event_type.is_empty() {
+            return Err(PublishFailure::Rejected(
+                "not a valid cloudevent: event_type is empty".to_owned(),
+            ));
+        }
+        let mut builder = EventBuilderV10::new()
+            .id(outbound.event_id.to_string())
+            .source(outbound.source.as_str())
+            .ty(outbound.event_type.as_str())
+            .time(outbound.created_at)
+            .extension(EXTENSION_AGGREGATE_TYPE, outbound.aggregate_type.as_str())
+            .extension(EXTENSION_EVENT_VERSION, i64::from(outbound.event_version))
+            .extension(EXTENSION_PARTITION_KEY, outbound.aggregate_id.as_str());
+        for (name, value) in &outbound.headers {
+            if !is_valid_attribute_name(name) {
+                tracing::warn!(
+                    event_id = %outbound.event_id,
+                    header = %name,
+                    "header name is not a valid cloudevents attribute name; header not published"
+                );
+                continue;
+            }
+            if RESERVED_NAMES.contains(&name.as_str()) {
+                tracing::warn!(
+                    event_id = %outbound.event_id,
+                    header = %name,
+                    "header name collides with a cloudevents attribute; header not published"
+                );
+                continue;
+            }
+            builder = builder.extension(name, value.as_str());
+        }
+        let mut event = builder.build().map_err(|error| {
+            PublishFailure::Rejected(format!("not a valid cloudevent: {error}"))
+        })?;
+        // `datacontenttype` without data: the bindings carry the payload
+        // bytes themselves, only the structured mode attaches the data.
+        cloudevents::AttributesWriter::set_datacontenttype(&mut event, Some(CONTENT_TYPE_JSON));
+        Ok(Self { event })
+    }
+
+    /// The SDK event: every attribute, no data.
+    pub fn event(&self) -> &Event {
+        &self.event
+    }
+
+    /// The `id` attribute (the outbox `event_id`).
+    pub fn id(&self) -> &str {
+        self.event.id()
+    }
+
+    /// The `time` attribute as RFC 3339 in UTC (`2024-05-01T12:00:00.123456Z`),
+    /// as every binding writes it.
+    pub fn time_rfc3339(&self) -> Option<String> {
+        self.event
+            .time()
+            .map(|time| time.to_rfc3339_opts(SecondsFormat::AutoSi, true))
+    }
+
+    /// Every attribute as `(name, value)` text, as the binary content mode
+    /// of the bindings carries them: the context attributes first
+    /// (`specversion`, `id`, `source`, `type`, `time`, `datacontenttype`),
+    /// then the extensions sorted by name.
+    pub fn attributes(&self) -> Vec<(&str, String)> {
+        let event = &self.event;
+        let mut attributes: Vec<(&str, String)> =
+            Vec::with_capacity(6 + event.iter_extensions().count());
+        let spec_version = match event.specversion() {
+            SpecVersion::V10 => SPEC_VERSION.to_owned(),
+            other => other.to_string(),
+        };
+        attributes.push(("specversion", spec_version));
+        attributes.push(("id", event.id().to_owned()));
+        attributes.push(("source", event.source().to_string()));
+        attributes.push(("type", event.ty().to_owned()));
+        if let Some(time) = self.time_rfc3339() {
+            attributes.push(("time", time));
+        }
+        if let Some(content_type) = event.datacontenttype() {
+            attributes.push(("datacontenttype", content_type.to_owned()));
+        }
+        attributes.extend(self.extensions());
+        attributes
+    }
+
+    /// The extension attributes as `(name, value)` text, sorted by name.
+    pub fn extensions(&self) -> Vec<(&str, String)> {
+        let mut extensions: Vec<(&str, String)> = self
+            .event
+            .iter_extensions()
+            .map(|(name, value)| (name, extension_text(value)))
+            .collect();
+        extensions.sort_unstable_by(|left, right| left.0.cmp(right.0));
+        extensions
+    }
+
+    /// The value of extension `name`, as text.
+    pub fn extension(&self, name: &str) -> Option<String> {
+        self.event.extension(name).map(extension_text)
+    }
+
+    /// The full event for the structured content mode: these attributes plus
+    /// `payload` as JSON `data`.
+    ///
+    /// Fails with [`PublishFailure::Rejected`] when `payload` is not JSON.
+    pub fn into_structured(self, payload: &str) -> Result<Event, PublishFailure> {
+        let data: serde_json::Value = serde_json::from_str(payload).map_err(|error| {
+            PublishFailure::Rejected(format!("payload is not valid JSON: {error}"))
+        })?;
+        let mut event = self.event;
+        event.set_data(CONTENT_TYPE_JSON, data);
+        Ok(event)
+    }
+}
+
+/// Whether `name` is a valid CloudEvents attribute name: one or more
+/// lowercase ASCII letters or digits.
+pub fn is_valid_attribute_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit())
+}
+
+fn extension_text(value: &ExtensionValue) -> String {
+    match value {
+        ExtensionValue::String(text) => text.clone(),
+        ExtensionValue::Boolean(flag) => flag.to_string(),
+        ExtensionValue::Integer(number) => number.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use chrono::{TimeZone, Utc};
+    use uuid::Uuid;
+
+    use super::*;
+
+    fn outbound() -> OutboundEvent {
+        OutboundEvent {
+            id: 7,
+            event_id: Uuid::parse_str("0190a5a4-8f7e-7a3b-9c1d-2e3f4a5b6c7d").expect("valid uuid"),
+            event_type: "order.created".to_owned(),
+            event_version: 2,
+            source: "/orders".to_owned(),
+            aggregate_type: "order".to_owned(),
+            aggregate_id: "order-42".to_owned(),
+            topic: "orders".to_owned(),
+            payload: r#"{"total":12.5,"items":[1,2]}"#.to_owned(),
+            headers: BTreeMap::from([
+                (
+                    "traceparent".to_owned(),
+                    "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_owned(),
+                ),
+                ("tenant".to_owned(), "acme".to_owned()),
+            ]),
+            created_at: Utc
+                .with_ymd_and_hms(2024, 5, 1, 12, 0, 0)
+                .single()
+                .expect("valid time")
+                + chrono::Duration::microseconds(123_456),
+            attempts: 0,
+        }
+    }
+
+    #[test]
+    fn attributes_follow_the_contract() {
+        let cloud_event = CloudEvent::from_outbound(&outbound()).expect("valid event");
+        let attributes = cloud_event.attributes();
+        let expected = vec![
+            ("specversion", "1.0".to_owned()),
+            ("id", "0190a5a4-8f7e-7a3b-9c1d-2e3f4a5b6c7d".to_owned()),
+            ("source", "/orders".to_owned()),
+            ("type", "order.created".to_owned()),
+            ("time", "2024-05-01T12:00:00.123456Z".to_owned()),
+            ("datacontenttype", "application/json".to_owned()),
+            ("aggregatetype", "order".to_owned()),
+            ("eventversion", "2".to_owned()),
+            ("partitionkey", "order-42".to_owned()),
+            ("tenant", "acme".to_owned()),
+            (
+                "traceparent",
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_owned(),
+            ),
+        ];
+        assert_eq!(attributes, expected);
+        assert_eq!(cloud_event.id(), "0190a5a4-8f7e-7a3b-9c1d-2e3f4a5b6c7d");
+        assert_eq!(
+            cloud_event.extension("partitionkey").as_deref(),
+            Some("order-42")
+        );
+        assert!(cloud_event.event().data().is_none());
+    }
+
+    #[test]
+    fn invalid_and_colliding_header_names_are_skipped() {
+        let mut event = outbound();
+        event.headers = BTreeMap::from([
+            ("Trace-Parent".to_owned(), "x".to_owned()),
+            ("with_underscore".to_owned(), "x".to_owned()),
+            (String::new(), "x".to_owned()),
+            ("id".to_owned(), "forged".to_owned()),
+            ("type".to_owned(), "forged".to_owned()),
+            ("data".to_owned(), "forged".to_owned()),
+            ("partitionkey".to_owned(), "forged".to_owned()),
+            ("region9".to_owned(), "eu".to_owned()),
+        ]);
+        let cloud_event = CloudEvent::from_outbound(&event).expect("headers never fail the event");
+        let names: Vec<&str> = cloud_event
+            .extensions()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(
+            names,
+            vec!["aggregatetype", "eventversion", "partitionkey", "region9"]
+        );
+        assert_eq!(cloud_event.id(), event.event_id.to_string());
+        assert_eq!(
+            cloud_event.extension("partitionkey").as_deref(),
+            Some("order-42")
+        );
+    }
+
+    #[test]
+    fn empty_source_or_type_is_rejected() {
+        let mut event = outbound();
+        event.source = String::new();
+        assert!(matches!(
+            CloudEvent::from_outbound(&event),
+            Err(PublishFailure::Rejected(message)) if message.contains("source")
+        ));
+        let mut event = outbound();
+        event.event_type = String::new();
+        assert!(matches!(
+            CloudEvent::from_outbound(&event),
+            Err(PublishFailure::Rejected(message)) if message.contains("event_type")
+        ));
+    }
+
+    #[test]
+    fn structured_event_carries_the_payload_as_json() {
+        let event = outbound();
+        let structured = CloudEvent::from_outbound(&event)
+            .expect("valid event")
+            .into_structured(&event.payload)
+            .expect("payload is JSON");
+        let json = serde_json::to_value(&structured).expect("event serializes");
+        assert_eq!(
+            json["data"],
+            serde_json::json!({"total": 12.5, "items": [1, 2]})
+        );
+        assert_eq!(json["datacontenttype"], "application/json");
+        assert_eq!(json["specversion"], "1.0");
+        assert_eq!(json["eventversion"], 2);
+        assert_eq!(json["time"], "2024-05-01T12:00:00.123456Z");
+    }
+
+    #[test]
+    fn invalid_json_payload_is_rejected_in_structured_mode() {
+        let cloud_event = CloudEvent::from_outbound(&outbound()).expect("valid event");
+        assert!(matches!(
+            cloud_event.into_structured("{not json"),
+            Err(PublishFailure::Rejected(message)) if message.contains("JSON")
+        ));
+    }
+
+    #[test]
+    fn attribute_names() {
+        assert!(is_valid_attribute_name("traceparent"));
+        assert!(is_valid_attribute_name("abc123"));
+        assert!(!is_valid_attribute_name(""));
+        assert!(!is_valid_attribute_name("Abc"));
+        assert!(!is_valid_attribute_name("a-b"));
+        assert!(!is_valid_attribute_name("a_b"));
+        assert!(!is_valid_attribute_name("é"));
+    }
+}

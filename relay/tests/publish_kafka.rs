@@ -1,0 +1,484 @@
+//! `KafkaPublisher` against a real Kafka-API broker (tansu on
+//! 127.0.0.1:9092 by default; `OUTBOX_TEST_KAFKA_BROKERS` overrides).
+//! Start it with `scripts/test.sh --services-only`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, SubsecRound, Utc};
+use outbox_relay::OutboundEvent;
+use outbox_relay::publish::{KafkaPublisher, KafkaPublisherConfig, PublishFailure, Publisher};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use uuid::Uuid;
+
+fn brokers() -> String {
+    std::env::var("OUTBOX_TEST_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".to_owned())
+}
+
+/// Fails the test, naming the broker, when nothing answers on its port.
+async fn require_broker() -> String {
+    let brokers = brokers();
+    let first = brokers.split(',').next().unwrap_or_default().to_owned();
+    let connected = tokio::time::timeout(
+        Duration::from_secs(3),
+        tokio::net::TcpStream::connect(&first),
+    )
+    .await;
+    if !matches!(connected, Ok(Ok(_))) {
+        panic!(
+            "the Kafka broker (tansu) is not reachable at {first}; start the test services with `scripts/test.sh --services-only`"
+        );
+    }
+    brokers
+}
+
+fn unique_topic(prefix: &str) -> String {
+    format!("outbox-test-{prefix}-{}", Uuid::now_v7())
+}
+
+fn admin(brokers: &str) -> AdminClient<DefaultClientContext> {
+    ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .expect("kafka admin client")
+}
+
+async fn create_topic(brokers: &str, topic: &str, partitions: i32) {
+    let results = admin(brokers)
+        .create_topics(
+            [&NewTopic::new(
+                topic,
+                partitions,
+                TopicReplication::Fixed(1),
+            )],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+        )
+        .await
+        .expect("create_topics request");
+    for result in results {
+        result.expect("topic created");
+    }
+}
+
+/// Partition count of `topic`, or `None` when the broker does not know it.
+/// Never creates the topic.
+fn partition_count(brokers: &str, topic: &str) -> Option<usize> {
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", format!("outbox-test-probe-{}", Uuid::now_v7()))
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .expect("kafka consumer");
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .expect("metadata");
+    let entry = metadata
+        .topics()
+        .iter()
+        .find(|entry| entry.name() == topic)?;
+    if entry.error().is_some() {
+        return None;
+    }
+    Some(entry.partitions().len())
+}
+
+fn event(topic: &str, aggregate_id: &str, sequence: usize) -> OutboundEvent {
+    let mut headers = BTreeMap::new();
+    if sequence.is_multiple_of(2) {
+        headers.insert(
+            "traceparent".to_owned(),
+            format!("00-{:032x}-{:016x}-01", sequence + 1, sequence + 1),
+        );
+    }
+    headers.insert("tenant".to_owned(), "acme".to_owned());
+    OutboundEvent {
+        id: i64::try_from(sequence).expect("small sequence") + 1,
+        event_id: Uuid::now_v7(),
+        event_type: "order.updated".to_owned(),
+        event_version: 3,
+        source: "/orders".to_owned(),
+        aggregate_type: "order".to_owned(),
+        aggregate_id: aggregate_id.to_owned(),
+        topic: topic.to_owned(),
+        payload: format!(r#"{{"aggregate":"{aggregate_id}","sequence":{sequence}}}"#),
+        headers,
+        created_at: Utc::now().trunc_subsecs(6),
+        attempts: 0,
+    }
+}
+
+fn publisher(brokers: &str) -> KafkaPublisher {
+    let mut config = KafkaPublisherConfig::new(brokers.split(',').map(str::to_owned).collect());
+    config.message_timeout = Duration::from_secs(20);
+    KafkaPublisher::new(config).expect("kafka publisher")
+}
+
+fn header<'a>(message: &'a BorrowedMessage<'_>, key: &str) -> Option<&'a str> {
+    let headers = message.headers()?;
+    headers
+        .iter()
+        .find(|header| header.key == key)
+        .and_then(|header| header.value)
+        .map(|value| std::str::from_utf8(value).expect("utf-8 header"))
+}
+
+struct Received {
+    key: String,
+    value: String,
+    headers: HashMap<String, String>,
+    partition: i32,
+}
+
+/// Read `count` messages of `topic` from the beginning, as a consumer group.
+async fn consume(brokers: &str, topic: &str, count: usize) -> Vec<Received> {
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", format!("outbox-test-{}", Uuid::now_v7()))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        // tansu answers the first JoinGroup after about half the session
+        // timeout: 23 s with the default 45 s, 3.6 s with 6 s.
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "1000")
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .expect("kafka consumer");
+    consumer.subscribe(&[topic]).expect("subscribe");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut received = Vec::with_capacity(count);
+    while received.len() < count {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let message = match tokio::time::timeout(remaining, consumer.recv()).await {
+            Ok(message) => message.expect("consume"),
+            Err(_) => panic!(
+                "only {} of {count} messages arrived on {topic} within 60 s",
+                received.len()
+            ),
+        };
+        let headers = message
+            .headers()
+            .map(|headers| {
+                headers
+                    .iter()
+                    .map(|header| {
+                        let value = header
+                            .value
+                            .map(|value| String::from_utf8(value.to_vec()).expect("utf-8 header"));
+                        (header.key.to_owned(), value.unwrap_or_default())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        received.push(Received {
+            key: String::from_utf8(message.key().expect("message key").to_vec())
+                .expect("utf-8 key"),
+            value: String::from_utf8(message.payload().expect("message value").to_vec())
+                .expect("utf-8 value"),
+            headers,
+            partition: message.partition(),
+        });
+        // Also exercise the borrowed accessors once.
+        assert!(header(&message, "ce_id").is_some());
+    }
+    received
+}
+
+#[tokio::test]
+async fn batch_arrives_with_every_cloudevents_attribute_in_key_order() {
+    let brokers = require_broker().await;
+    let topic = unique_topic("batch");
+    create_topic(&brokers, &topic, 3).await;
+    let publisher = publisher(&brokers);
+
+    // 50 aggregates, 10 events each, interleaved as a relay batch would be.
+    let events: Vec<OutboundEvent> = (0..500)
+        .map(|sequence| event(&topic, &format!("order-{}", sequence % 50), sequence))
+        .collect();
+    let started = Instant::now();
+    let outcomes = publisher.publish(&events).await;
+    let elapsed = started.elapsed();
+    assert_eq!(outcomes.len(), events.len());
+    for (outcome, event) in outcomes.iter().zip(&events) {
+        assert_eq!(outcome, &Ok(()), "event {} failed", event.event_id);
+    }
+    assert!(
+        publisher.is_connected(),
+        "connected after a successful publish"
+    );
+    eprintln!("published 500 events in {elapsed:?}");
+
+    let received = consume(&brokers, &topic, events.len()).await;
+    let by_id: HashMap<String, &OutboundEvent> = events
+        .iter()
+        .map(|event| (event.event_id.to_string(), event))
+        .collect();
+    let mut partition_of_key: HashMap<&str, i32> = HashMap::new();
+    let mut last_sequence_of_key: HashMap<String, usize> = HashMap::new();
+    for message in &received {
+        let ce_id = message.headers.get("ce_id").expect("ce_id header");
+        let event = by_id
+            .get(ce_id.as_str())
+            .expect("ce_id is the event_id of a published event");
+        assert_eq!(message.key, event.aggregate_id, "key = aggregate_id");
+        assert_eq!(message.value, event.payload, "value = payload bytes");
+        let expected = [
+            ("ce_specversion", "1.0".to_owned()),
+            ("ce_id", event.event_id.to_string()),
+            ("ce_source", event.source.clone()),
+            ("ce_type", event.event_type.clone()),
+            ("content-type", "application/json".to_owned()),
+            ("ce_aggregatetype", event.aggregate_type.clone()),
+            ("ce_eventversion", event.event_version.to_string()),
+            ("ce_partitionkey", event.aggregate_id.clone()),
+            ("ce_tenant", "acme".to_owned()),
+        ];
+        for (key, value) in expected {
+            assert_eq!(message.headers.get(key), Some(&value), "header {key}");
+        }
+        let time = message.headers.get("ce_time").expect("ce_time header");
+        assert!(time.ends_with('Z'), "ce_time in UTC: {time}");
+        let parsed: DateTime<Utc> = DateTime::parse_from_rfc3339(time)
+            .expect("ce_time is RFC 3339")
+            .to_utc();
+        assert_eq!(parsed, event.created_at, "ce_time = created_at");
+        match event.headers.get("traceparent") {
+            Some(traceparent) => {
+                assert_eq!(message.headers.get("ce_traceparent"), Some(traceparent));
+                assert_eq!(message.headers.get("traceparent"), Some(traceparent));
+            }
+            None => {
+                assert!(!message.headers.contains_key("ce_traceparent"));
+                assert!(!message.headers.contains_key("traceparent"));
+            }
+        }
+        assert!(
+            !message.headers.contains_key("ce_datacontenttype"),
+            "content-type carries it"
+        );
+
+        // One key, one partition, in publication order.
+        let partition = *partition_of_key
+            .entry(event.aggregate_id.as_str())
+            .or_insert(message.partition);
+        assert_eq!(
+            partition, message.partition,
+            "all events of {} on one partition",
+            event.aggregate_id
+        );
+        let payload: serde_json::Value =
+            serde_json::from_str(&message.value).expect("payload is JSON");
+        let sequence =
+            usize::try_from(payload["sequence"].as_u64().expect("sequence")).expect("small");
+        if let Some(previous) = last_sequence_of_key.insert(event.aggregate_id.clone(), sequence) {
+            assert!(
+                previous < sequence,
+                "{}: {sequence} arrived after {previous}",
+                event.aggregate_id
+            );
+        }
+    }
+    let distinct: std::collections::HashSet<&String> = received
+        .iter()
+        .map(|message| &message.headers["ce_id"])
+        .collect();
+    assert_eq!(
+        distinct.len(),
+        events.len(),
+        "every event arrived exactly once"
+    );
+    let partitions: std::collections::HashSet<i32> =
+        received.iter().map(|message| message.partition).collect();
+    assert!(partitions.len() > 1, "the keys spread over the partitions");
+}
+
+#[tokio::test]
+async fn oversized_message_is_rejected_alone() {
+    let brokers = require_broker().await;
+    let topic = unique_topic("oversized");
+    create_topic(&brokers, &topic, 1).await;
+    let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
+    config
+        .client_options
+        .insert("message.max.bytes".to_owned(), "10000".to_owned());
+    let publisher = KafkaPublisher::new(config).expect("kafka publisher");
+
+    let mut events: Vec<OutboundEvent> = (0..5)
+        .map(|sequence| event(&topic, "order-1", sequence))
+        .collect();
+    events[2].payload = format!(r#"{{"blob":"{}"}}"#, "x".repeat(20 * 1024));
+    let started = Instant::now();
+    let outcomes = publisher.publish(&events).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    for (index, outcome) in outcomes.iter().enumerate() {
+        if index == 2 {
+            match outcome {
+                Err(PublishFailure::Rejected(message)) => {
+                    assert!(message.contains("too large"), "{message}");
+                    assert!(message.contains(&topic), "{message}");
+                }
+                other => panic!("oversized event: expected Rejected, got {other:?}"),
+            }
+        } else {
+            assert_eq!(outcome, &Ok(()), "event {index}");
+        }
+    }
+    let received = consume(&brokers, &topic, 4).await;
+    assert!(received.iter().all(|message| message.value.len() < 10_000));
+}
+
+#[tokio::test]
+async fn missing_topic_is_rejected_naming_it_without_creating_it() {
+    let brokers = require_broker().await;
+    let existing = unique_topic("existing");
+    create_topic(&brokers, &existing, 1).await;
+    let missing = unique_topic("missing");
+    let publisher = publisher(&brokers);
+
+    let events = vec![
+        event(&missing, "order-1", 0),
+        event(&existing, "order-2", 1),
+        event(&missing, "order-3", 2),
+    ];
+    let started = Instant::now();
+    let outcomes = publisher.publish(&events).await;
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_secs(5),
+        "a missing topic must fail fast, took {elapsed:?}"
+    );
+    for index in [0, 2] {
+        match &outcomes[index] {
+            Err(PublishFailure::Rejected(message)) => {
+                assert!(message.contains(&missing), "names the topic: {message}");
+                assert!(message.contains("does not exist"), "{message}");
+            }
+            other => panic!("event {index}: expected Rejected, got {other:?}"),
+        }
+    }
+    assert_eq!(outcomes[1], Ok(()));
+
+    // Remembered: a second publish fails without another lookup.
+    let started = Instant::now();
+    let again = publisher.publish(&events[..1]).await;
+    assert!(
+        matches!(&again[0], Err(PublishFailure::Rejected(message)) if message.contains(&missing))
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "took {:?}",
+        started.elapsed()
+    );
+
+    assert_eq!(
+        partition_count(&brokers, &missing),
+        None,
+        "the lookup must not create the topic"
+    );
+}
+
+#[tokio::test]
+async fn missing_topic_is_created_when_enabled() {
+    let brokers = require_broker().await;
+    let topic = unique_topic("created");
+    let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
+    config.create_missing_topics = true;
+    config.new_topic_partitions = 2;
+    config.message_timeout = Duration::from_secs(20);
+    let publisher = KafkaPublisher::new(config).expect("kafka publisher");
+
+    let events: Vec<OutboundEvent> = (0..10)
+        .map(|sequence| event(&topic, "order-1", sequence))
+        .collect();
+    let outcomes = publisher.publish(&events).await;
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    assert_eq!(partition_count(&brokers, &topic), Some(2));
+    let received = consume(&brokers, &topic, events.len()).await;
+    assert_eq!(received.len(), events.len());
+}
+
+#[tokio::test]
+async fn unreachable_broker_is_unavailable_in_bounded_time() {
+    // Nothing listens on port 1.
+    let mut config = KafkaPublisherConfig::new(vec!["127.0.0.1:1".to_owned()]);
+    config.message_timeout = Duration::from_secs(2);
+    config.metadata_timeout = Duration::from_secs(1);
+    let publisher = KafkaPublisher::new(config).expect("kafka publisher");
+    let events = vec![event("orders", "order-1", 0), event("orders", "order-2", 1)];
+    let started = Instant::now();
+    let outcomes = publisher.publish(&events).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    for outcome in &outcomes {
+        assert!(
+            matches!(outcome, Err(PublishFailure::Unavailable(_))),
+            "{outcome:?}"
+        );
+    }
+    assert!(!publisher.is_connected());
+    assert!(publisher.check_connection().await.is_err());
+}
+
+#[tokio::test]
+async fn bad_client_option_fails_at_creation() {
+    let mut config = KafkaPublisherConfig::new(vec![brokers()]);
+    config
+        .client_options
+        .insert("linger.msec".to_owned(), "5".to_owned());
+    let error = KafkaPublisher::new(config).expect_err("unknown option");
+    assert!(error.to_string().contains("linger.msec"), "{error}");
+
+    let mut config = KafkaPublisherConfig::new(vec![brokers()]);
+    config
+        .client_options
+        .insert("acks".to_owned(), "several".to_owned());
+    let error = KafkaPublisher::new(config).expect_err("invalid value");
+    assert!(error.to_string().contains("acks"), "{error}");
+}
+
+#[tokio::test]
+async fn check_connection_reports_a_live_broker() {
+    let brokers = require_broker().await;
+    let publisher = publisher(&brokers);
+    assert!(
+        !publisher.is_connected(),
+        "nothing known before the first contact"
+    );
+    publisher.check_connection().await.expect("broker answers");
+    assert!(publisher.is_connected());
+}
+
+#[tokio::test]
+async fn full_producer_queue_waits_instead_of_dropping() {
+    let brokers = require_broker().await;
+    let topic = unique_topic("queue-full");
+    create_topic(&brokers, &topic, 1).await;
+    let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
+    config
+        .client_options
+        .insert("queue.buffering.max.messages".to_owned(), "16".to_owned());
+    let publisher = KafkaPublisher::new(config).expect("kafka publisher");
+
+    let events: Vec<OutboundEvent> = (0..300)
+        .map(|sequence| event(&topic, "order-1", sequence))
+        .collect();
+    let outcomes = publisher.publish(&events).await;
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    let received = consume(&brokers, &topic, events.len()).await;
+    let sent: Vec<&str> = events.iter().map(|event| event.payload.as_str()).collect();
+    let arrived: Vec<&str> = received
+        .iter()
+        .map(|message| message.value.as_str())
+        .collect();
+    assert_eq!(arrived, sent, "one key: arrival order = batch order");
+}

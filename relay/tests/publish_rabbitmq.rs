@@ -1,0 +1,749 @@
+//! `RabbitMqPublisher` against a real RabbitMQ (127.0.0.1:5672 as
+//! guest/guest by default; `OUTBOX_TEST_AMQP_URL` overrides). Start it with
+//! `scripts/test.sh --services-only`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{SubsecRound, Utc};
+use futures::StreamExt;
+use lapin::message::Delivery;
+use lapin::options::{
+    BasicConsumeOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions,
+    QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
+use outbox_relay::OutboundEvent;
+use outbox_relay::config::RoutingKey;
+use outbox_relay::publish::{
+    PublishFailure, Publisher, RabbitMqPublisher, RabbitMqPublisherConfig,
+};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+fn amqp_url() -> String {
+    std::env::var("OUTBOX_TEST_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+/// A connection for the test's own declarations; fails the test, naming the
+/// broker, when RabbitMQ does not answer.
+async fn require_broker() -> Connection {
+    let url = amqp_url();
+    match tokio::time::timeout(
+        Duration::from_secs(5),
+        Connection::connect(&url, ConnectionProperties::default()),
+    )
+    .await
+    {
+        Ok(Ok(connection)) => connection,
+        Ok(Err(error)) => panic!(
+            "RabbitMQ is not reachable at {url} ({error}); start the test services with `scripts/test.sh --services-only`"
+        ),
+        Err(_) => panic!(
+            "RabbitMQ did not answer at {url} within 5 s; start the test services with `scripts/test.sh --services-only`"
+        ),
+    }
+}
+
+/// An exchange with one queue bound to it, both unique to the test.
+struct Fixture {
+    connection: Connection,
+    channel: Channel,
+    exchange: String,
+    queue: String,
+}
+
+impl Fixture {
+    async fn new(kind: ExchangeKind, binding_keys: &[&str]) -> Self {
+        let connection = require_broker().await;
+        let channel = connection.create_channel().await.expect("channel");
+        let exchange = format!("outbox-test-{}", Uuid::now_v7());
+        channel
+            .exchange_declare(
+                exchange.as_str().into(),
+                kind,
+                ExchangeDeclareOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("declare exchange");
+        let queue = format!("outbox-test-{}", Uuid::now_v7());
+        channel
+            .queue_declare(
+                queue.as_str().into(),
+                QueueDeclareOptions {
+                    exclusive: true,
+                    auto_delete: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .expect("declare queue");
+        for binding_key in binding_keys {
+            channel
+                .queue_bind(
+                    queue.as_str().into(),
+                    exchange.as_str().into(),
+                    (*binding_key).into(),
+                    QueueBindOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .expect("bind queue");
+        }
+        Self {
+            connection,
+            channel,
+            exchange,
+            queue,
+        }
+    }
+
+    /// The next `count` messages of the queue.
+    async fn consume(&self, count: usize) -> Vec<Delivery> {
+        let mut consumer = self
+            .channel
+            .basic_consume(
+                self.queue.as_str().into(),
+                format!("outbox-test-{}", Uuid::now_v7()).into(),
+                BasicConsumeOptions {
+                    no_ack: true,
+                    ..BasicConsumeOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .expect("consume");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut deliveries = Vec::with_capacity(count);
+        while deliveries.len() < count {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(remaining, consumer.next()).await {
+                Ok(Some(delivery)) => deliveries.push(delivery.expect("delivery")),
+                Ok(None) => panic!(
+                    "consumer of {} ended after {} messages",
+                    self.queue,
+                    deliveries.len()
+                ),
+                Err(_) => panic!(
+                    "only {} of {count} messages arrived on {} within 30 s",
+                    deliveries.len(),
+                    self.queue
+                ),
+            }
+        }
+        deliveries
+    }
+
+    async fn delete(self) {
+        let _ = self
+            .channel
+            .exchange_delete(
+                self.exchange.as_str().into(),
+                ExchangeDeleteOptions::default(),
+            )
+            .await;
+        let _ = self.connection.close(200, "OK".into()).await;
+    }
+}
+
+fn event(exchange: &str, event_type: &str, aggregate_id: &str, sequence: usize) -> OutboundEvent {
+    let mut headers = BTreeMap::new();
+    if sequence.is_multiple_of(2) {
+        headers.insert(
+            "traceparent".to_owned(),
+            format!("00-{:032x}-{:016x}-01", sequence + 1, sequence + 1),
+        );
+    }
+    headers.insert("tenant".to_owned(), "acme".to_owned());
+    OutboundEvent {
+        id: i64::try_from(sequence).expect("small sequence") + 1,
+        event_id: Uuid::now_v7(),
+        event_type: event_type.to_owned(),
+        event_version: 2,
+        source: "/orders".to_owned(),
+        aggregate_type: "order".to_owned(),
+        aggregate_id: aggregate_id.to_owned(),
+        topic: exchange.to_owned(),
+        payload: format!(r#"{{"aggregate":"{aggregate_id}","sequence":{sequence}}}"#),
+        headers,
+        created_at: Utc::now().trunc_subsecs(6),
+        attempts: 0,
+    }
+}
+
+fn publisher_for(url: &str) -> RabbitMqPublisher {
+    let mut config = RabbitMqPublisherConfig::new(url);
+    config.confirm_timeout = Duration::from_secs(10);
+    config.connect_timeout = Duration::from_secs(3);
+    RabbitMqPublisher::new(config).expect("rabbitmq publisher")
+}
+
+fn header_text(delivery: &Delivery, key: &str) -> Option<String> {
+    let headers = delivery.properties.headers().as_ref()?;
+    match headers.inner().get(key)? {
+        AMQPValue::LongString(value) => {
+            Some(String::from_utf8(value.as_bytes().to_vec()).expect("utf-8 header"))
+        }
+        other => panic!("header {key} is not a long string: {other:?}"),
+    }
+}
+
+fn assert_rejected(outcome: &Result<(), PublishFailure>, fragments: &[&str]) {
+    match outcome {
+        Err(PublishFailure::Rejected(message)) => {
+            for fragment in fragments {
+                assert!(
+                    message.contains(fragment),
+                    "{message:?} should mention {fragment:?}"
+                );
+            }
+        }
+        other => panic!("expected Rejected mentioning {fragments:?}, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn batch_arrives_with_every_cloudevents_attribute_in_order() {
+    let fixture = Fixture::new(ExchangeKind::Topic, &["#"]).await;
+    let publisher = publisher_for(&amqp_url());
+    assert!(!publisher.is_connected(), "connects lazily");
+
+    let events: Vec<OutboundEvent> = (0..500)
+        .map(|sequence| {
+            let event_type = if sequence % 3 == 0 {
+                "order.created"
+            } else {
+                "order.updated"
+            };
+            event(
+                &fixture.exchange,
+                event_type,
+                &format!("order-{}", sequence % 50),
+                sequence,
+            )
+        })
+        .collect();
+    let started = Instant::now();
+    let outcomes = publisher.publish(&events).await;
+    eprintln!("published 500 events in {:?}", started.elapsed());
+    for (outcome, event) in outcomes.iter().zip(&events) {
+        assert_eq!(outcome, &Ok(()), "event {} failed", event.event_id);
+    }
+    assert!(publisher.is_connected());
+
+    let deliveries = fixture.consume(events.len()).await;
+    // One queue: arrival order is publication order, so every aggregate's
+    // events keep their order.
+    for (delivery, event) in deliveries.iter().zip(&events) {
+        let properties = &delivery.properties;
+        assert_eq!(delivery.exchange.as_str(), fixture.exchange);
+        assert_eq!(
+            delivery.routing_key.as_str(),
+            event.event_type,
+            "routing key = event_type"
+        );
+        assert_eq!(
+            delivery.data,
+            event.payload.as_bytes(),
+            "body = payload bytes"
+        );
+        assert_eq!(
+            properties.message_id().as_ref().map(|id| id.as_str()),
+            Some(event.event_id.to_string().as_str())
+        );
+        assert_eq!(
+            properties.kind().as_ref().map(|kind| kind.as_str()),
+            Some(event.event_type.as_str())
+        );
+        assert_eq!(
+            properties.content_type().as_ref().map(|kind| kind.as_str()),
+            Some("application/json")
+        );
+        assert_eq!(*properties.delivery_mode(), Some(2), "persistent");
+        assert_eq!(
+            *properties.timestamp(),
+            Some(u64::try_from(event.created_at.timestamp()).expect("after 1970"))
+        );
+        let expected = [
+            ("cloudEvents:specversion", "1.0".to_owned()),
+            ("cloudEvents:id", event.event_id.to_string()),
+            ("cloudEvents:source", event.source.clone()),
+            ("cloudEvents:type", event.event_type.clone()),
+            ("cloudEvents:datacontenttype", "application/json".to_owned()),
+            ("cloudEvents:aggregatetype", event.aggregate_type.clone()),
+            ("cloudEvents:eventversion", event.event_version.to_string()),
+            ("cloudEvents:partitionkey", event.aggregate_id.clone()),
+            ("cloudEvents:tenant", "acme".to_owned()),
+        ];
+        for (key, value) in expected {
+            assert_eq!(header_text(delivery, key), Some(value), "header {key}");
+        }
+        let time = header_text(delivery, "cloudEvents:time").expect("cloudEvents:time");
+        let parsed = chrono::DateTime::parse_from_rfc3339(&time)
+            .expect("RFC 3339")
+            .to_utc();
+        assert_eq!(parsed, event.created_at, "cloudEvents:time = created_at");
+        assert_eq!(
+            header_text(delivery, "cloudEvents:traceparent"),
+            event.headers.get("traceparent").cloned()
+        );
+        assert_eq!(
+            header_text(delivery, "traceparent"),
+            event.headers.get("traceparent").cloned()
+        );
+    }
+    fixture.delete().await;
+}
+
+#[tokio::test]
+async fn configured_routing_key_replaces_the_event_type() {
+    let fixture = Fixture::new(ExchangeKind::Direct, &["orders.all"]).await;
+    let mut config = RabbitMqPublisherConfig::new(amqp_url());
+    config.routing_keys.insert(
+        fixture.exchange.clone(),
+        RoutingKey::Fixed("orders.all".to_owned()),
+    );
+    let publisher = RabbitMqPublisher::new(config).expect("rabbitmq publisher");
+
+    let events = vec![
+        event(&fixture.exchange, "order.created", "order-1", 0),
+        event(&fixture.exchange, "order.shipped", "order-1", 1),
+    ];
+    assert_eq!(publisher.publish(&events).await, vec![Ok(()), Ok(())]);
+    let deliveries = fixture.consume(2).await;
+    for (delivery, event) in deliveries.iter().zip(&events) {
+        assert_eq!(delivery.routing_key.as_str(), "orders.all");
+        assert_eq!(
+            delivery
+                .properties
+                .kind()
+                .as_ref()
+                .map(|kind| kind.as_str()),
+            Some(event.event_type.as_str()),
+            "type still carries the event type"
+        );
+    }
+    fixture.delete().await;
+}
+
+#[tokio::test]
+async fn unroutable_events_are_rejected_and_the_others_published() {
+    let fixture = Fixture::new(ExchangeKind::Direct, &["order.created"]).await;
+    let publisher = publisher_for(&amqp_url());
+
+    // Routable and unroutable interleaved, so that acks for several
+    // messages arrive together: each return must reach its own event.
+    let events: Vec<OutboundEvent> = (0..200)
+        .map(|sequence| {
+            let event_type = if sequence % 4 == 1 {
+                "order.deleted"
+            } else {
+                "order.created"
+            };
+            event(
+                &fixture.exchange,
+                event_type,
+                &format!("order-{sequence}"),
+                sequence,
+            )
+        })
+        .collect();
+    let outcomes = publisher.publish(&events).await;
+    let mut routed = Vec::new();
+    for (outcome, event) in outcomes.iter().zip(&events) {
+        if event.event_type == "order.deleted" {
+            assert_rejected(outcome, &["unroutable", &fixture.exchange, "order.deleted"]);
+        } else {
+            assert_eq!(outcome, &Ok(()), "routable event {}", event.id);
+            routed.push(event);
+        }
+    }
+    let deliveries = fixture.consume(routed.len()).await;
+    for (delivery, event) in deliveries.iter().zip(&routed) {
+        assert_eq!(
+            header_text(delivery, "cloudEvents:id"),
+            Some(event.event_id.to_string())
+        );
+    }
+
+    // The channel stays usable.
+    let next = vec![event(&fixture.exchange, "order.created", "order-x", 0)];
+    assert_eq!(publisher.publish(&next).await, vec![Ok(())]);
+    fixture.delete().await;
+}
+
+#[tokio::test]
+async fn missing_exchange_is_rejected_without_breaking_the_publisher() {
+    let fixture = Fixture::new(ExchangeKind::Topic, &["#"]).await;
+    let missing = format!("outbox-test-missing-{}", Uuid::now_v7());
+    let publisher = publisher_for(&amqp_url());
+
+    let events = vec![
+        event(&fixture.exchange, "order.created", "order-1", 0),
+        event(&missing, "order.created", "order-2", 1),
+        event(&fixture.exchange, "order.created", "order-3", 2),
+        event(&missing, "order.created", "order-4", 3),
+    ];
+    let started = Instant::now();
+    let outcomes = publisher.publish(&events).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(outcomes[0], Ok(()));
+    assert_rejected(&outcomes[1], &[&missing, "does not exist"]);
+    assert_eq!(outcomes[2], Ok(()));
+    assert_rejected(&outcomes[3], &[&missing, "does not exist"]);
+
+    // Later publishes on the same publisher work, and the missing exchange
+    // is still rejected.
+    let later = vec![
+        event(&fixture.exchange, "order.created", "order-5", 4),
+        event(&missing, "order.created", "order-6", 5),
+    ];
+    let outcomes = publisher.publish(&later).await;
+    assert_eq!(outcomes[0], Ok(()));
+    assert_rejected(&outcomes[1], &[&missing, "does not exist"]);
+    let deliveries = fixture.consume(3).await;
+    let ids: Vec<String> = deliveries
+        .iter()
+        .map(|delivery| header_text(delivery, "cloudEvents:id").expect("id"))
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            events[0].event_id.to_string(),
+            events[2].event_id.to_string(),
+            later[0].event_id.to_string()
+        ]
+    );
+
+    // Once the exchange exists, it is found again after the recheck delay.
+    fixture
+        .channel
+        .exchange_declare(
+            missing.as_str().into(),
+            ExchangeKind::Fanout,
+            ExchangeDeclareOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("declare the missing exchange");
+    tokio::time::sleep(Duration::from_millis(5_500)).await;
+    // Fanout without queues: now unroutable rather than missing.
+    let outcomes = publisher
+        .publish(&[event(&missing, "order.created", "order-7", 6)])
+        .await;
+    assert_rejected(&outcomes[0], &["unroutable", &missing]);
+    let _ = fixture
+        .channel
+        .exchange_delete(missing.as_str().into(), ExchangeDeleteOptions::default())
+        .await;
+    fixture.delete().await;
+}
+
+#[tokio::test]
+async fn exchange_deleted_after_first_use_is_rejected_and_the_channel_replaced() {
+    let fixture = Fixture::new(ExchangeKind::Topic, &["#"]).await;
+    let doomed = format!("outbox-test-doomed-{}", Uuid::now_v7());
+    fixture
+        .channel
+        .exchange_declare(
+            doomed.as_str().into(),
+            ExchangeKind::Fanout,
+            ExchangeDeclareOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("declare exchange");
+    fixture
+        .channel
+        .exchange_bind(
+            fixture.exchange.as_str().into(),
+            doomed.as_str().into(),
+            "".into(),
+            lapin::options::ExchangeBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("bind exchanges");
+    let publisher = publisher_for(&amqp_url());
+    let first = vec![event(&doomed, "order.created", "order-1", 0)];
+    assert_eq!(
+        publisher.publish(&first).await,
+        vec![Ok(())],
+        "known to exist from now on"
+    );
+
+    fixture
+        .channel
+        .exchange_delete(doomed.as_str().into(), ExchangeDeleteOptions::default())
+        .await
+        .expect("delete exchange");
+    // The publisher still believes the exchange exists: RabbitMQ closes the
+    // channel on the first message.
+    let events = vec![
+        event(&doomed, "order.created", "order-2", 1),
+        event(&fixture.exchange, "order.created", "order-3", 2),
+    ];
+    let outcomes = publisher.publish(&events).await;
+    assert_rejected(&outcomes[0], &[&doomed, "does not exist"]);
+    match &outcomes[1] {
+        Ok(()) | Err(PublishFailure::Unavailable(_)) => {}
+        other => panic!("bystander of a closed channel: expected Ok or Unavailable, got {other:?}"),
+    }
+
+    // A fresh channel, and the exchange is looked up again.
+    let later = vec![
+        event(&fixture.exchange, "order.created", "order-4", 3),
+        event(&doomed, "order.created", "order-5", 4),
+    ];
+    let outcomes = publisher.publish(&later).await;
+    assert_eq!(outcomes[0], Ok(()));
+    assert_rejected(&outcomes[1], &[&doomed, "does not exist"]);
+    fixture.delete().await;
+}
+
+/// A TCP proxy in front of RabbitMQ that the test can cut.
+struct Proxy {
+    address: std::net::SocketAddr,
+    upstream: String,
+    acceptor: JoinHandle<()>,
+    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    async fn start(address: &str, upstream: &str) -> Self {
+        let listener = TcpListener::bind(address).await.expect("proxy listens");
+        let address = listener.local_addr().expect("proxy address");
+        let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let tracked = Arc::clone(&connections);
+        let target = upstream.to_owned();
+        let acceptor = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let target = target.clone();
+                let connection = tokio::spawn(async move {
+                    if let Ok(mut server) = TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+                tracked.lock().expect("connection list").push(connection);
+            }
+        });
+        Self {
+            address,
+            upstream: upstream.to_owned(),
+            acceptor,
+            connections,
+        }
+    }
+
+    /// Drop every proxied connection; keep accepting new ones.
+    fn cut(&self) {
+        for connection in self.connections.lock().expect("connection list").drain(..) {
+            connection.abort();
+        }
+    }
+
+    /// Cut every connection and stop listening.
+    fn stop(&self) {
+        self.acceptor.abort();
+        self.cut();
+    }
+}
+
+fn proxied_url(proxy: &Proxy) -> String {
+    let uri: lapin::uri::AMQPUri = amqp_url().parse().expect("valid AMQP URL");
+    let vhost = uri.vhost.replace('%', "%25").replace('/', "%2f");
+    format!(
+        "amqp://{}:{}@{}/{vhost}",
+        uri.authority.userinfo.username, uri.authority.userinfo.password, proxy.address
+    )
+}
+
+#[tokio::test]
+async fn lost_connection_is_unavailable_then_reconnected() {
+    let fixture = Fixture::new(ExchangeKind::Topic, &["#"]).await;
+    let uri: lapin::uri::AMQPUri = amqp_url().parse().expect("valid AMQP URL");
+    let upstream = format!("{}:{}", uri.authority.host, uri.authority.port);
+    let proxy = Proxy::start("127.0.0.1:0", &upstream).await;
+    let publisher = publisher_for(&proxied_url(&proxy));
+    let mut sequence = 0;
+    let mut next_event = || {
+        sequence += 1;
+        event(&fixture.exchange, "order.created", "order-1", sequence)
+    };
+
+    assert_eq!(publisher.publish(&[next_event()]).await, vec![Ok(())]);
+    assert!(publisher.is_connected());
+
+    // Connection cut, broker still reachable: at worst one Unavailable
+    // publish, then the publisher reconnects by itself.
+    proxy.cut();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut published = false;
+    for attempt in 0..3 {
+        match publisher.publish(&[next_event()]).await.remove(0) {
+            Ok(()) => {
+                published = true;
+                break;
+            }
+            Err(PublishFailure::Unavailable(message)) => {
+                eprintln!("attempt {attempt}: unavailable: {message}")
+            }
+            Err(other) => panic!("a lost connection is not the event's fault: {other:?}"),
+        }
+    }
+    assert!(published, "reconnected after the connection was cut");
+
+    // Broker unreachable: every event Unavailable, in bounded time.
+    proxy.stop();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let mut saw_disconnected = false;
+    for _ in 0..3 {
+        let outcomes = publisher.publish(&[next_event(), next_event()]).await;
+        for outcome in &outcomes {
+            assert!(
+                matches!(outcome, Err(PublishFailure::Unavailable(_))),
+                "{outcome:?}"
+            );
+        }
+        if !publisher.is_connected() {
+            saw_disconnected = true;
+            break;
+        }
+    }
+    assert!(saw_disconnected, "is_connected turns false");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+
+    // Broker back on the same address: the next publish reconnects.
+    let restarted = Proxy::start(&proxy.address.to_string(), &proxy.upstream).await;
+    assert_eq!(publisher.publish(&[next_event()]).await, vec![Ok(())]);
+    assert!(publisher.is_connected());
+    restarted.stop();
+    fixture.delete().await;
+}
+
+#[tokio::test]
+async fn unreachable_broker_is_unavailable_in_bounded_time() {
+    let mut config = RabbitMqPublisherConfig::new("amqp://guest:guest@127.0.0.1:1/%2f");
+    config.connect_timeout = Duration::from_secs(2);
+    let publisher = RabbitMqPublisher::new(config).expect("rabbitmq publisher");
+    let started = Instant::now();
+    let outcomes = publisher
+        .publish(&[
+            event("orders", "order.created", "order-1", 0),
+            event("orders", "order.created", "order-2", 1),
+        ])
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    for outcome in &outcomes {
+        match outcome {
+            Err(PublishFailure::Unavailable(message)) => {
+                assert!(message.contains("127.0.0.1:1"), "{message}");
+                assert!(
+                    !message.contains("guest:guest"),
+                    "password masked: {message}"
+                );
+            }
+            other => panic!("expected Unavailable, got {other:?}"),
+        }
+    }
+    assert!(!publisher.is_connected());
+}
+
+#[tokio::test]
+async fn events_that_cannot_be_messages_are_rejected_before_connecting() {
+    let publisher = publisher_for("amqp://guest:guest@127.0.0.1:1/%2f");
+    let mut long_type = event("orders", "order.created", "order-1", 0);
+    long_type.event_type = "t".repeat(300);
+    let mut no_source = event("orders", "order.created", "order-2", 1);
+    no_source.source = String::new();
+    let outcomes = publisher.publish(&[long_type, no_source]).await;
+    assert_rejected(&outcomes[0], &["255 bytes"]);
+    assert_rejected(&outcomes[1], &["source"]);
+}
+
+#[tokio::test]
+async fn connection_is_shared_by_concurrent_publishes() {
+    let fixture = Fixture::new(ExchangeKind::Topic, &["#"]).await;
+    let publisher = publisher_for(&amqp_url());
+    let batches: Vec<Vec<OutboundEvent>> = (0..4)
+        .map(|batch| {
+            (0..50)
+                .map(|sequence| {
+                    event(
+                        &fixture.exchange,
+                        "order.created",
+                        &format!("order-{batch}"),
+                        sequence,
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    let outcomes =
+        futures::future::join_all(batches.iter().map(|batch| publisher.publish(batch))).await;
+    for batch_outcomes in outcomes {
+        assert!(
+            batch_outcomes.iter().all(Result::is_ok),
+            "{batch_outcomes:?}"
+        );
+    }
+    let deliveries = fixture.consume(200).await;
+    let mut last: HashMap<String, u64> = HashMap::new();
+    for delivery in &deliveries {
+        let payload: serde_json::Value =
+            serde_json::from_slice(&delivery.data).expect("JSON payload");
+        let aggregate = payload["aggregate"].as_str().expect("aggregate").to_owned();
+        let sequence = payload["sequence"].as_u64().expect("sequence");
+        if let Some(previous) = last.insert(aggregate.clone(), sequence) {
+            assert!(
+                previous < sequence,
+                "{aggregate}: {sequence} after {previous}"
+            );
+        }
+    }
+    fixture.delete().await;
+}
+
+#[tokio::test]
+async fn amqps_handshake_failure_is_unavailable() {
+    // RabbitMQ's plain AMQP port does not speak TLS: the handshake fails.
+    let _broker = require_broker().await;
+    let uri: lapin::uri::AMQPUri = amqp_url().parse().expect("valid AMQP URL");
+    let url = format!(
+        "amqps://{}:{}@{}:{}/%2f",
+        uri.authority.userinfo.username,
+        uri.authority.userinfo.password,
+        uri.authority.host,
+        uri.authority.port
+    );
+    let mut config = RabbitMqPublisherConfig::new(url);
+    config.connect_timeout = Duration::from_secs(3);
+    let publisher = RabbitMqPublisher::new(config).expect("amqps URL accepted");
+    let outcomes = publisher
+        .publish(&[event("orders", "order.created", "order-1", 0)])
+        .await;
+    assert!(
+        matches!(&outcomes[0], Err(PublishFailure::Unavailable(_))),
+        "{outcomes:?}"
+    );
+    eprintln!("amqps against a plain port: {outcomes:?}");
+}

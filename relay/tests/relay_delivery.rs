@@ -1,0 +1,163 @@
+//! The relay binary end to end: every committed event reaches the real
+//! broker with the CONTRACT §3 attributes, in order per aggregate.
+
+mod support;
+
+use std::time::Duration;
+
+use support::brokers::{
+    Collected, kafka_brokers, kafka_topic_consumer, rabbitmq_exchange_consumer, unique_name,
+};
+use support::process::{FAST_CONFIG, RelayProcess, wait_until};
+use support::workload::{Received, check_delivery, enqueue_events};
+
+const EVENTS: u64 = 10_000;
+const AGGREGATES: u64 = 100;
+
+async fn wait_for_unique(collected: &Collected, expected: usize, relay: &mut RelayProcess) {
+    let arrived = wait_until(Duration::from_secs(180), || async {
+        let ids: std::collections::HashSet<String> = collected
+            .snapshot()
+            .into_iter()
+            .map(|message| message.ce_id)
+            .collect();
+        ids.len() >= expected
+    })
+    .await;
+    assert!(relay.is_running(), "the relay exited early");
+    assert!(arrived, "only {} messages arrived", collected.len());
+}
+
+fn check_kafka_attributes(message: &Received) {
+    let headers = &message.headers;
+    assert_eq!(
+        headers.get("ce_specversion").map(String::as_str),
+        Some("1.0")
+    );
+    assert_eq!(
+        headers.get("ce_type").map(String::as_str),
+        Some("shipment.moved")
+    );
+    assert_eq!(
+        headers.get("ce_source").map(String::as_str),
+        Some("/shipments")
+    );
+    assert_eq!(
+        headers.get("content-type").map(String::as_str),
+        Some("application/json")
+    );
+    assert_eq!(
+        headers.get("ce_aggregatetype").map(String::as_str),
+        Some("shipment")
+    );
+    assert!(headers.contains_key("ce_time"), "ce_time is set");
+    assert_eq!(
+        message.key, message.aggregate_id,
+        "the Kafka key is the aggregate id"
+    );
+    assert_eq!(
+        message.payload["shipment"].as_str(),
+        Some(message.aggregate_id.as_str()),
+        "the value is the payload"
+    );
+}
+
+fn check_amqp_attributes(message: &Received) {
+    let headers = &message.headers;
+    assert_eq!(
+        message.key, message.ce_id,
+        "message_id = cloudEvents:id = event_id"
+    );
+    assert_eq!(
+        headers.get("cloudEvents:specversion").map(String::as_str),
+        Some("1.0")
+    );
+    assert_eq!(
+        headers.get("cloudEvents:type").map(String::as_str),
+        Some("shipment.moved")
+    );
+    assert_eq!(
+        headers.get("cloudEvents:source").map(String::as_str),
+        Some("/shipments")
+    );
+    assert_eq!(
+        headers.get("cloudEvents:aggregatetype").map(String::as_str),
+        Some("shipment")
+    );
+    assert!(
+        headers.contains_key("cloudEvents:time"),
+        "cloudEvents:time is set"
+    );
+    assert_eq!(
+        message.payload["shipment"].as_str(),
+        Some(message.aggregate_id.as_str())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_to_kafka_delivers_every_event_with_its_attributes() {
+    let db = outbox_testkit::postgres().await;
+    let topic = unique_name("delivery");
+    let collected = kafka_topic_consumer(&topic, 3).await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let enqueued = enqueue_events(db.pool(), &topic, EVENTS, AGGREGATES, 100).await;
+
+    let mut relay = RelayProcess::spawn(
+        db.url(),
+        &format!("kafka://{}", kafka_brokers()),
+        FAST_CONFIG,
+    );
+    wait_for_unique(&collected, enqueued.len(), &mut relay).await;
+    let received = collected.snapshot();
+    check_delivery(&enqueued, &received);
+    for message in &received {
+        check_kafka_attributes(message);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_to_rabbitmq_delivers_every_event_with_its_attributes() {
+    let db = outbox_testkit::postgres().await;
+    let exchange = unique_name("delivery");
+    let collected = rabbitmq_exchange_consumer(&exchange).await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let enqueued = enqueue_events(db.pool(), &exchange, EVENTS, AGGREGATES, 100).await;
+
+    let mut relay = RelayProcess::spawn(db.url(), &support::brokers::amqp_url(), FAST_CONFIG);
+    wait_for_unique(&collected, enqueued.len(), &mut relay).await;
+    let received = collected.snapshot();
+    check_delivery(&enqueued, &received);
+    for message in &received {
+        check_amqp_attributes(message);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_to_kafka_delivers_every_event_in_order() {
+    let db = outbox_testkit::mysql().await;
+    let topic = unique_name("mariadb");
+    let collected = kafka_topic_consumer(&topic, 3).await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let enqueued = enqueue_events(db.pool(), &topic, EVENTS, AGGREGATES, 100).await;
+
+    let mut relay = RelayProcess::spawn(
+        db.url(),
+        &format!("kafka://{}", kafka_brokers()),
+        FAST_CONFIG,
+    );
+    wait_for_unique(&collected, enqueued.len(), &mut relay).await;
+    check_delivery(&enqueued, &collected.snapshot());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_to_rabbitmq_delivers_every_event_in_order() {
+    let db = outbox_testkit::sqlite().await;
+    let exchange = unique_name("sqlite");
+    let collected = rabbitmq_exchange_consumer(&exchange).await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let enqueued = enqueue_events(db.pool(), &exchange, EVENTS, AGGREGATES, 100).await;
+
+    let mut relay = RelayProcess::spawn(db.url(), &support::brokers::amqp_url(), FAST_CONFIG);
+    wait_for_unique(&collected, enqueued.len(), &mut relay).await;
+    check_delivery(&enqueued, &collected.snapshot());
+}

@@ -1,0 +1,149 @@
+//! The `outbox-relay` binary as a child process.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `outbox-relay run`.
+pub struct RelayProcess {
+    child: Child,
+    log_path: PathBuf,
+    _config_dir: PathBuf,
+}
+
+/// Test settings: short leases so takeovers after a kill are quick.
+pub const FAST_CONFIG: &str = r#"
+batch_size = 500
+lease_duration = "2s"
+publish_timeout = "800ms"
+poll_interval_min = "5ms"
+poll_interval_max = "100ms"
+shutdown_timeout = "20s"
+
+[retry]
+base_delay = "50ms"
+max_delay = "200ms"
+max_attempts = 3
+
+[kafka]
+message_timeout = "500ms"
+
+[amqp]
+confirm_timeout = "500ms"
+connect_timeout = "500ms"
+"#;
+
+impl RelayProcess {
+    /// Start `outbox-relay run` with `config` (TOML) on `database_url` and
+    /// `broker`. Its log goes to a file, shown when a test fails.
+    pub fn spawn(database_url: &str, broker: &str, config: &str) -> RelayProcess {
+        let dir = std::env::temp_dir().join(format!(
+            "outbox-relay-test-{}",
+            uuid::Uuid::now_v7().simple()
+        ));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        let config_path = dir.join("relay.toml");
+        std::fs::write(&config_path, config).expect("write config");
+        let log_path = dir.join("relay.log");
+        let log = std::fs::File::create(&log_path).expect("create log");
+        let child = Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
+            .args([
+                "run",
+                "--database-url",
+                database_url,
+                "--broker",
+                broker,
+                "--config",
+            ])
+            .arg(&config_path)
+            .env("RUST_LOG", "outbox_relay=debug,info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn outbox-relay");
+        RelayProcess {
+            child,
+            log_path,
+            _config_dir: dir,
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Send a signal with `kill(1)`.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// SIGKILL, then reap.
+    pub fn kill9(mut self) {
+        self.signal("KILL");
+        let _ = self.child.wait();
+    }
+
+    /// Wait for the process to exit, at most `limit`.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Whether the process still runs.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+}
+
+impl Drop for RelayProcess {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "---- relay log {} ----\n{}",
+                self.log_path.display(),
+                self.log()
+            );
+        }
+    }
+}
+
+/// Poll `condition` every 50 ms until it holds or `limit` passes; returns
+/// whether it held. Limits only bound a wait; no test asserts a duration.
+pub async fn wait_until<F, Fut>(limit: Duration, mut condition: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if condition().await {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
