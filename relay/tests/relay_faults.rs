@@ -1,0 +1,398 @@
+//! The relay binary under faults: SIGKILL mid-batch, three relays on one
+//! database, SIGTERM, and events the broker always rejects.
+
+mod support;
+
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime};
+
+use outbox_testkit::{TestBackend, TestDatabase};
+use support::brokers::{
+    Collected, amqp_url, kafka_brokers, kafka_topic_consumer, rabbitmq_exchange_consumer,
+    unique_name,
+};
+use support::process::{FAST_CONFIG, RelayProcess, wait_until};
+use support::workload::{check_delivery, enqueue_events};
+
+async fn count<DB: TestBackend>(db: &TestDatabase<DB>, sql: &str) -> i64 {
+    let mut connection = db.pool().acquire().await.expect("acquire");
+    DB::fetch_i64(&mut connection, sql)
+        .await
+        .unwrap_or_else(|error| panic!("{sql}: {error}"))
+}
+
+fn unique_ids(collected: &Collected) -> usize {
+    collected
+        .snapshot()
+        .into_iter()
+        .map(|message| message.ce_id)
+        .collect::<HashSet<_>>()
+        .len()
+}
+
+/// A pseudo-random delay between `low` and `high` milliseconds.
+fn random_millis(low: u64, high: u64) -> Duration {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|elapsed| elapsed.subsec_nanos())
+        .unwrap_or(0);
+    Duration::from_millis(low + u64::from(nanos) % (high - low))
+}
+
+fn kafka_broker() -> String {
+    format!("kafka://{}", kafka_brokers())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_at_random_moments_loses_nothing_and_keeps_order() {
+    const EVENTS: u64 = 20_000;
+    const KILLS: usize = 5;
+    const BATCH_SIZE: usize = 500;
+    let db = outbox_testkit::postgres().await;
+    let topic = unique_name("sigkill");
+    let collected = kafka_topic_consumer(&topic, 3).await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let enqueued = enqueue_events(db.pool(), &topic, EVENTS, 200, 500).await;
+
+    let mut kills = 0;
+    while kills < KILLS {
+        let relay = RelayProcess::spawn(db.url(), &kafka_broker(), FAST_CONFIG);
+        // Let it take its leases over (the previous relay's expire after 2 s)
+        // and publish for a random while, then kill it mid-batch.
+        let before = count(
+            &db,
+            "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'",
+        )
+        .await;
+        let progressed = wait_until(Duration::from_secs(30), || async {
+            count(
+                &db,
+                "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'",
+            )
+            .await
+                > before
+        })
+        .await;
+        assert!(progressed, "relay {kills} never published anything");
+        tokio::time::sleep(random_millis(10, 400)).await;
+        relay.kill9();
+        kills += 1;
+    }
+    let published_before_last = count(
+        &db,
+        "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'",
+    )
+    .await;
+    assert!(
+        published_before_last < EVENTS as i64,
+        "the kills must land mid-run; all events were already published"
+    );
+
+    let mut relay = RelayProcess::spawn(db.url(), &kafka_broker(), FAST_CONFIG);
+    let drained = wait_until(Duration::from_secs(120), || async {
+        unique_ids(&collected) >= enqueued.len()
+    })
+    .await;
+    assert!(relay.is_running(), "the last relay exited");
+    assert!(
+        drained,
+        "only {} of {EVENTS} events arrived",
+        unique_ids(&collected)
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || async {
+            count(
+                &db,
+                "SELECT COUNT(*) FROM outbox_events WHERE state <> 'published'",
+            )
+            .await
+                == 0
+        })
+        .await,
+        "every event ends published"
+    );
+
+    let duplicates = check_delivery(&enqueued, &collected.snapshot());
+    // A killed relay can have one batch publishing and one batch marking.
+    assert!(
+        duplicates <= KILLS * 2 * BATCH_SIZE,
+        "{duplicates} duplicates: more than the batches in flight at {KILLS} kills"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_relays_share_the_work_without_double_publishing() {
+    const EVENTS: u64 = 20_000;
+    let db = outbox_testkit::postgres().await;
+    let topic = unique_name("three");
+    let collected = kafka_topic_consumer(&topic, 3).await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let enqueued = enqueue_events(db.pool(), &topic, EVENTS, 200, 500).await;
+
+    let mut relays: Vec<RelayProcess> = (0..3)
+        .map(|_| RelayProcess::spawn(db.url(), &kafka_broker(), FAST_CONFIG))
+        .collect();
+    let drained = wait_until(Duration::from_secs(120), || async {
+        unique_ids(&collected) >= enqueued.len()
+    })
+    .await;
+    for relay in &mut relays {
+        assert!(relay.is_running(), "a relay exited");
+    }
+    assert!(
+        drained,
+        "only {} of {EVENTS} events arrived",
+        unique_ids(&collected)
+    );
+
+    let duplicates = check_delivery(&enqueued, &collected.snapshot());
+    assert_eq!(duplicates, 0, "no event is published by two relays");
+    let owners = count(
+        &db,
+        "SELECT COUNT(DISTINCT lease_owner) FROM outbox_partitions WHERE lease_expires_at > now()",
+    )
+    .await;
+    assert_eq!(owners, 3, "the partitions are spread over the three relays");
+    for relay in &relays {
+        assert!(
+            relay.log().contains("acquired partitions"),
+            "every relay held partitions"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_exits_zero_and_releases_every_lease() {
+    let db = outbox_testkit::postgres().await;
+    let topic = unique_name("sigterm");
+    let collected = kafka_topic_consumer(&topic, 1).await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let enqueued = enqueue_events(db.pool(), &topic, 2_000, 20, 100).await;
+
+    let mut relay = RelayProcess::spawn(db.url(), &kafka_broker(), FAST_CONFIG);
+    assert!(
+        wait_until(Duration::from_secs(60), || async {
+            unique_ids(&collected) >= enqueued.len()
+        })
+        .await,
+        "events arrived"
+    );
+    assert!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM outbox_partitions WHERE lease_owner IS NOT NULL"
+        )
+        .await
+            > 0
+    );
+
+    relay.signal("TERM");
+    let status = relay
+        .wait_exit(Duration::from_secs(30))
+        .expect("the relay stops after SIGTERM");
+    assert!(
+        status.success(),
+        "exit status after SIGTERM: {status:?}\n{}",
+        relay.log()
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT COUNT(*) FROM outbox_partitions WHERE lease_owner IS NOT NULL"
+        )
+        .await,
+        0,
+        "no lease is left held"
+    );
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM outbox_relays").await,
+        0,
+        "the relay deregistered"
+    );
+    check_delivery(&enqueued, &collected.snapshot());
+}
+
+/// Enqueue, in this order: `bad` aggregate to `bad_exchange`, then 200
+/// events over 20 good aggregates and one more `bad` aggregate event, all to
+/// `good_exchange`. Returns the event ids of the good events and of the
+/// later `bad` one.
+async fn enqueue_with_a_rejected_event(
+    db: &TestDatabase<sqlx::Postgres>,
+    bad_exchange: &str,
+    good_exchange: &str,
+) -> (Vec<uuid::Uuid>, uuid::Uuid) {
+    let payload =
+        || serde_json::value::to_raw_value(&serde_json::json!({"n": 1})).expect("payload");
+    let mut tx = db.pool().begin().await.expect("begin");
+    let mut messages = vec![outbox::OutboxMessage::new(
+        "shipment.moved",
+        "/shipments",
+        "shipment",
+        "bad",
+        bad_exchange,
+        payload(),
+    )];
+    for n in 0..200 {
+        messages.push(outbox::OutboxMessage::new(
+            "shipment.moved",
+            "/shipments",
+            "shipment",
+            format!("good-{}", n % 20),
+            good_exchange,
+            payload(),
+        ));
+    }
+    messages.push(outbox::OutboxMessage::new(
+        "shipment.moved",
+        "/shipments",
+        "shipment",
+        "bad",
+        good_exchange,
+        payload(),
+    ));
+    let ids = outbox::OutboxWriter::new()
+        .enqueue_messages(&mut tx, messages)
+        .await
+        .expect("enqueue");
+    tx.commit().await.expect("commit");
+    (ids[1..201].to_vec(), ids[201])
+}
+
+async fn rejected_event_is_dead_lettered(
+    policy: &str,
+) -> (TestDatabase<sqlx::Postgres>, Collected, uuid::Uuid) {
+    let db = outbox_testkit::postgres().await;
+    let good_exchange = unique_name("good");
+    let missing_exchange = unique_name("never-declared");
+    let collected = rabbitmq_exchange_consumer(&good_exchange).await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let (good, later_bad) =
+        enqueue_with_a_rejected_event(&db, &missing_exchange, &good_exchange).await;
+
+    let config = format!("{FAST_CONFIG}\n[dead_letter]\npolicy = \"{policy}\"\n");
+    let _relay = RelayProcess::spawn(db.url(), &amqp_url(), &config);
+    assert!(
+        wait_until(Duration::from_secs(60), || async {
+            count(
+                &db,
+                "SELECT COUNT(*) FROM outbox_events WHERE state = 'dead'",
+            )
+            .await
+                == 1
+        })
+        .await,
+        "the rejected event is dead-lettered after its attempts"
+    );
+    assert!(
+        wait_until(Duration::from_secs(60), || async {
+            let received: HashSet<String> = collected
+                .snapshot()
+                .into_iter()
+                .map(|message| message.ce_id)
+                .collect();
+            good.iter().all(|id| received.contains(&id.to_string()))
+        })
+        .await,
+        "other aggregates are unaffected"
+    );
+    assert_eq!(
+        count(
+            &db,
+            &format!(
+                "SELECT COUNT(*) FROM outbox_events WHERE state = 'dead' AND attempts = 3 \
+                 AND aggregate_id = 'bad' AND topic = '{missing_exchange}' AND last_error LIKE '%{missing_exchange}%'"
+            )
+        )
+        .await,
+        1,
+        "the dead event keeps its attempts and its last error"
+    );
+    (db, collected, later_bad)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_always_rejected_event_is_dead_lettered_and_holds_its_aggregate() {
+    let (db, collected, later_bad) = rejected_event_is_dead_lettered("hold").await;
+    // Give the relay time to (wrongly) publish the held event.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let received: HashSet<String> = collected
+        .snapshot()
+        .into_iter()
+        .map(|message| message.ce_id)
+        .collect();
+    assert!(
+        !received.contains(&later_bad.to_string()),
+        "the dead event holds its aggregate"
+    );
+    assert_eq!(
+        count(&db, &format!("SELECT COUNT(*) FROM outbox_events WHERE event_id = '{later_bad}' AND state = 'pending'")).await,
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn under_the_skip_policy_a_dead_event_lets_its_aggregate_continue() {
+    let (_db, collected, later_bad) = rejected_event_is_dead_lettered("skip").await;
+    assert!(
+        wait_until(Duration::from_secs(30), || async {
+            collected
+                .snapshot()
+                .iter()
+                .any(|message| message.ce_id == later_bad.to_string())
+        })
+        .await,
+        "the aggregate continues past its dead event"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_event_over_the_kafka_size_limit_is_dead_lettered() {
+    let db = outbox_testkit::postgres().await;
+    let topic = unique_name("oversized");
+    let collected = kafka_topic_consumer(&topic, 1).await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let mut tx = db.pool().begin().await.expect("begin");
+    let big = serde_json::value::to_raw_value(&serde_json::json!({ "blob": "x".repeat(20_000) }))
+        .expect("payload");
+    let small = serde_json::value::to_raw_value(&serde_json::json!({ "n": 1 })).expect("payload");
+    let messages = vec![
+        outbox::OutboxMessage::new("blob.stored", "/blobs", "blob", "big", &topic, big),
+        outbox::OutboxMessage::new("blob.stored", "/blobs", "blob", "small", &topic, small),
+    ];
+    let ids = outbox::OutboxWriter::new()
+        .enqueue_messages(&mut tx, messages)
+        .await
+        .expect("enqueue");
+    tx.commit().await.expect("commit");
+
+    let config = format!("{FAST_CONFIG}\n[kafka.options]\n\"message.max.bytes\" = \"10000\"\n");
+    let _relay = RelayProcess::spawn(db.url(), &kafka_broker(), &config);
+    assert!(
+        wait_until(Duration::from_secs(60), || async {
+            count(
+                &db,
+                "SELECT COUNT(*) FROM outbox_events WHERE state = 'dead' AND aggregate_id = 'big'",
+            )
+            .await
+                == 1
+        })
+        .await,
+        "the oversized event is dead-lettered"
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || async {
+            collected
+                .snapshot()
+                .iter()
+                .any(|message| message.ce_id == ids[1].to_string())
+        })
+        .await,
+        "the other aggregate is published"
+    );
+    assert!(
+        !collected
+            .snapshot()
+            .iter()
+            .any(|message| message.ce_id == ids[0].to_string())
+    );
+}
