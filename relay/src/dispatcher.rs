@@ -2,7 +2,7 @@
 //! partitions, publish them in waves, mark the acknowledged ones published
 //! (overlapped with the next batch) and record the failures.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -72,7 +72,14 @@ pub struct Dispatcher {
     /// Published, not yet marked: left out of the next fetch.
     unmarked: HashSet<i64>,
     marking: Option<JoinHandle<MarkResult>>,
+    /// Highest id published per aggregate, to notice events committed out
+    /// of id order (see [`Dispatcher::note_commit_order`]).
+    last_published: HashMap<AggregateKey, i64>,
 }
+
+/// Aggregates remembered for the commit-order check before the memory is
+/// cleared.
+const COMMIT_ORDER_MEMORY: usize = 100_000;
 
 impl Dispatcher {
     /// A dispatcher; nothing runs until [`Dispatcher::run`].
@@ -94,6 +101,7 @@ impl Dispatcher {
             totals: DispatchTotals::default(),
             unmarked: HashSet::new(),
             marking: None,
+            last_published: HashMap::new(),
         }
     }
 
@@ -215,12 +223,21 @@ impl Dispatcher {
                 );
                 break;
             }
+            self.note_commit_order(&wave);
             let events: Vec<_> = wave.iter().map(|claimed| claimed.event.clone()).collect();
             let results = self.publisher.publish(&events).await;
             let mut wave_unavailable = 0;
             for (claimed, result) in wave.into_iter().zip(results) {
                 match result {
-                    Ok(()) => outcome.published.push(claimed.event.id),
+                    Ok(()) => {
+                        let published_id = claimed.event.id;
+                        let highest = self
+                            .last_published
+                            .entry(aggregate_key(&claimed))
+                            .or_insert(published_id);
+                        *highest = (*highest).max(published_id);
+                        outcome.published.push(published_id);
+                    }
                     Err(failure) => {
                         blocked.insert(aggregate_key(&claimed));
                         match failure {
@@ -257,6 +274,34 @@ impl Dispatcher {
             "batch published"
         );
         outcome
+    }
+
+    /// Warn about an event whose aggregate already had a later event
+    /// published: its transaction committed after that later one's, which
+    /// happens when producers write one aggregate from concurrent
+    /// transactions without serializing them. The relay cannot restore the
+    /// order; producers must serialize writes to one aggregate.
+    fn note_commit_order(&mut self, wave: &[ClaimedEvent]) {
+        if self.last_published.len() > COMMIT_ORDER_MEMORY {
+            self.last_published.clear();
+        }
+        for claimed in wave {
+            // A retried event (attempts > 0) was held back on purpose.
+            if claimed.event.attempts == 0
+                && let Some(&later) = self.last_published.get(&aggregate_key(claimed))
+                && later > claimed.event.id
+            {
+                tracing::warn!(
+                    aggregate_type = %claimed.event.aggregate_type,
+                    aggregate_id = %claimed.event.aggregate_id,
+                    event_id = %claimed.event.event_id,
+                    id = claimed.event.id,
+                    later_published_id = later,
+                    "event committed after a later event of its aggregate was published; \
+                     serialize the producer's writes to one aggregate"
+                );
+            }
+        }
     }
 
     /// Record failures now; mark successes in the background, overlapped

@@ -10,14 +10,16 @@ use std::time::Duration;
 
 use outbox_testkit::TestBackend;
 use support::brokers::{amqp_url, rabbitmq_exchange_consumer, unique_name};
-use support::process::{wait_until, RelayProcess, FAST_CONFIG};
+use support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use support::workload::{check_delivery, enqueue_events};
 
 fn rabbitmqctl(action: &str) {
     let status = Command::new("rabbitmqctl")
         .arg(action)
         .status()
-        .unwrap_or_else(|error| panic!("rabbitmqctl {action}: {error} (the outage test drives the local RabbitMQ)"));
+        .unwrap_or_else(|error| {
+            panic!("rabbitmqctl {action}: {error} (the outage test drives the local RabbitMQ)")
+        });
     assert!(status.success(), "rabbitmqctl {action} failed");
 }
 
@@ -40,14 +42,20 @@ async fn rabbitmq_down_for_20s_backs_off_resumes_and_loses_nothing() {
     let enqueued = enqueue_events(db.pool(), &exchange, EVENTS, 200, 500).await;
     let published = || async {
         let mut connection = db.pool().acquire().await.expect("acquire");
-        sqlx::Postgres::fetch_i64(&mut connection, "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'")
-            .await
-            .expect("count published")
+        sqlx::Postgres::fetch_i64(
+            &mut connection,
+            "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'",
+        )
+        .await
+        .expect("count published")
     };
 
     let mut relay = RelayProcess::spawn(db.url(), &amqp_url(), FAST_CONFIG);
     assert!(
-        wait_until(Duration::from_secs(60), || async { published().await > 1_000 }).await,
+        wait_until(Duration::from_secs(60), || async {
+            published().await > 1_000
+        })
+        .await,
         "the relay publishes before the outage"
     );
 
@@ -60,10 +68,16 @@ async fn rabbitmq_down_for_20s_backs_off_resumes_and_loses_nothing() {
     rabbitmqctl("start_app");
 
     assert!(relay.is_running(), "the relay survives the outage");
-    assert!(published_at_stop < EVENTS as i64, "the outage lands mid-run");
+    assert!(
+        published_at_stop < EVENTS as i64,
+        "the outage lands mid-run"
+    );
     let backoffs = outage_log.matches("backing off").count();
     let batches = outage_log.matches("batch published").count();
-    assert!(backoffs >= 1, "the relay notices the outage and backs off:\n{outage_log}");
+    assert!(
+        backoffs >= 1,
+        "the relay notices the outage and backs off:\n{outage_log}"
+    );
     // Doubling from 100 ms to 5 s gives about a dozen attempts in 20 s; a
     // busy loop would make thousands.
     assert!(

@@ -161,3 +161,71 @@ async fn sqlite_to_rabbitmq_delivers_every_event_in_order() {
     wait_for_unique(&collected, enqueued.len(), &mut relay).await;
     check_delivery(&enqueued, &collected.snapshot());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_event_committed_out_of_id_order_is_published_and_logged() {
+    let db = outbox_testkit::postgres().await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let payload =
+        || serde_json::value::to_raw_value(&serde_json::json!({"n": 1})).expect("payload");
+    let message = || {
+        outbox::OutboxMessage::new(
+            "order.paid",
+            "/orders",
+            "order",
+            "race",
+            "orders",
+            payload(),
+        )
+    };
+
+    // The first transaction takes the lower id but commits last.
+    let mut slow = db.pool().begin().await.expect("begin");
+    let slow_id = outbox::OutboxWriter::new()
+        .enqueue_messages(&mut slow, vec![message()])
+        .await
+        .expect("enqueue")[0];
+    let mut fast = db.pool().begin().await.expect("begin");
+    outbox::OutboxWriter::new()
+        .enqueue_messages(&mut fast, vec![message()])
+        .await
+        .expect("enqueue");
+    fast.commit().await.expect("commit");
+
+    let relay = RelayProcess::spawn(db.url(), "stdout", FAST_CONFIG);
+    let published = |state: &'static str| {
+        let pool = db.pool().clone();
+        async move {
+            let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT COUNT(*) FROM outbox_events WHERE state = '{state}'"
+            )))
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+            count
+        }
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || async {
+            published("published").await == 1
+        })
+        .await,
+        "the committed event is published while the other transaction is open"
+    );
+    slow.commit().await.expect("commit");
+    assert!(
+        wait_until(Duration::from_secs(30), || async {
+            published("published").await == 2
+        })
+        .await,
+        "the late-committed event is published too"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            relay.log().contains("committed after a later event")
+        })
+        .await,
+        "the relay logs the out-of-order commit of {slow_id}:\n{}",
+        relay.log()
+    );
+}
