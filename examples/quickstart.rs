@@ -1,14 +1,23 @@
-//! The embedded default, no services needed: SQLite, three orders written
-//! with their events in one transaction each, one of them rolled back.
+//! The embedded default, no services needed: orders and their events are
+//! written to SQLite in one transaction each (one is rolled back), and the
+//! relay runs in-process, printing each committed event as a CloudEvents
+//! JSON line, exactly as `outbox-relay run` does with `--broker stdout`.
 //!
 //! ```sh
 //! cargo run --example quickstart
 //! ```
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use outbox::Event;
+use outbox_relay::publish::StdoutPublisher;
+use outbox_relay::store::{OutboxStore, SqliteStore};
+use outbox_relay::{Relay, RelayConfig};
 use serde::Serialize;
+use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
-use sqlx::{Row, SqlitePool};
+use tokio_util::sync::CancellationToken;
 
 #[derive(Serialize, Event)]
 #[event(
@@ -27,8 +36,6 @@ struct OrderCreated {
 const CREATE_ORDERS: &str =
     "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, total_cents INTEGER NOT NULL)";
 const INSERT_ORDER: &str = "INSERT INTO orders (id, total_cents) VALUES (?1, ?2)";
-const LIST_EVENTS: &str = "SELECT id, event_id, event_type, aggregate_id, payload, state \
-                           FROM outbox_events ORDER BY id";
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -41,6 +48,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     outbox::migrate(&pool).await?;
     sqlx::query(CREATE_ORDERS).execute(&pool).await?;
 
+    // 1. The write side: business row and event in one transaction.
     for (order_id, total_cents, commit) in [
         ("o-1", 1250, true),
         ("o-2", 990, false),
@@ -59,29 +67,42 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let event_id = outbox::enqueue(&mut tx, &event).await?;
         if commit {
             tx.commit().await?;
-            println!("committed order {order_id} with event {event_id}");
+            eprintln!("committed order {order_id} with event {event_id}");
         } else {
             tx.rollback().await?;
-            println!("rolled back order {order_id}: its event {event_id} is gone with it");
+            eprintln!("rolled back order {order_id}: its event {event_id} is gone with it");
         }
     }
 
-    println!("\noutbox_events in {}:", path.display());
-    for row in sqlx::query(LIST_EVENTS).fetch_all(&pool).await? {
-        println!(
-            "  #{} {} {} aggregate={} payload={} state={}",
-            row.try_get::<i64, _>("id")?,
-            row.try_get::<String, _>("event_id")?,
-            row.try_get::<String, _>("event_type")?,
-            row.try_get::<String, _>("aggregate_id")?,
-            row.try_get::<String, _>("payload")?,
-            row.try_get::<String, _>("state")?,
-        );
+    // 2. The relay, in-process, publishing to stdout.
+    eprintln!("\nrelay output (one CloudEvent per line):");
+    let store: Arc<dyn OutboxStore> = Arc::new(SqliteStore::new(pool.clone()));
+    let mut config = RelayConfig::default();
+    config.poll_interval_max = Duration::from_millis(50);
+    let settings = outbox_relay::commands::relay_settings("quickstart".to_owned(), &config);
+    let relay = Relay::new(
+        Arc::clone(&store),
+        Arc::new(StdoutPublisher::new()),
+        settings,
+    );
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(relay.run(stop.clone()));
+    while store.status().await?.pending > 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    stop.cancel();
+    let totals = running.await??;
+
+    let status = store.status().await?;
+    eprintln!(
+        "\nrelay published {} event(s); pending {}, published {}, dead {}",
+        totals.published, status.pending, status.published, status.dead
+    );
     pool.close().await;
     for suffix in ["", "-wal", "-shm"] {
         let mut file = path.clone().into_os_string();
         file.push(suffix);
+        // The files may not all exist; nothing to do if one is missing.
         let _ = std::fs::remove_file(file);
     }
     Ok(())
