@@ -77,8 +77,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 2. The relay, in-process, publishing to stdout.
     eprintln!("\nrelay output (one CloudEvent per line):");
     let store: Arc<dyn OutboxStore> = Arc::new(SqliteStore::new(pool.clone()));
-    let mut config = RelayConfig::default();
-    config.poll_interval_max = Duration::from_millis(50);
+    let config = RelayConfig {
+        poll_interval_max: Duration::from_millis(50),
+        ..RelayConfig::default()
+    };
     let settings = outbox_relay::commands::relay_settings("quickstart".to_owned(), &config);
     let relay = Relay::new(
         Arc::clone(&store),

@@ -69,15 +69,13 @@ mod tests {
             max_attempts: 4,
             jitter: false,
         };
-        assert_eq!(policy.after_failure(1), Some(Duration::from_millis(100)));
-        assert_eq!(policy.after_failure(2), Some(Duration::from_millis(200)));
-        assert_eq!(policy.after_failure(3), Some(Duration::from_millis(400)));
-        assert_eq!(
-            policy.after_failure(4),
-            None,
-            "the fourth failure is the last attempt"
-        );
-        assert_eq!(policy.delay(10), Duration::from_millis(500));
+        // backon computes in floating point: compare whole milliseconds.
+        let millis = |failed: u32| policy.after_failure(failed).map(|delay| delay.as_millis());
+        assert_eq!(millis(1), Some(100));
+        assert_eq!(millis(2), Some(200));
+        assert_eq!(millis(3), Some(400));
+        assert_eq!(millis(4), None, "the fourth failure is the last attempt");
+        assert_eq!(policy.delay(10).as_millis(), 500);
     }
 
     #[test]
