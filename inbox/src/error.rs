@@ -1,0 +1,93 @@
+//! The error type of the inbox crate.
+
+/// A boxed error from user code (a handler).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong while processing an incoming event.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The handler failed. Its transaction was rolled back, nothing was
+    /// recorded, and the message should be redelivered.
+    #[error("handler failed for event {event_id}: {source}")]
+    Handler {
+        /// The event's id.
+        event_id: String,
+        /// The handler's error.
+        #[source]
+        source: BoxError,
+    },
+
+    /// The message is not an event this consumer can decode.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+
+    /// A database statement failed or the database could not be reached.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+
+    /// The Kafka client failed.
+    #[error("kafka: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+
+    /// The AMQP client failed.
+    #[error("amqp: {0}")]
+    Amqp(#[from] lapin::Error),
+
+    /// A setting is out of range.
+    #[error("invalid inbox setting: {0}")]
+    Config(String),
+}
+
+/// Why an incoming message is not a usable event. Such a message is
+/// poison: redelivering it cannot help, so the adapters dead-letter it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// A required CloudEvents attribute is missing.
+    #[error("message has no CloudEvents `{attribute}` attribute")]
+    MissingAttribute {
+        /// The attribute, e.g. `id` or `type`.
+        attribute: &'static str,
+    },
+
+    /// An attribute is present but not valid.
+    #[error("CloudEvents `{attribute}` attribute is invalid: {reason}")]
+    InvalidAttribute {
+        /// The attribute.
+        attribute: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// The event type is not the one the consumer expects.
+    #[error("unexpected event type `{actual}`, expected `{expected}`")]
+    UnexpectedType {
+        /// The type the consumer handles.
+        expected: String,
+        /// The type the message carries.
+        actual: String,
+    },
+
+    /// The payload's schema version is newer (or older) than supported.
+    #[error(
+        "unsupported version {actual} of event type `{event_type}`; this consumer reads versions {supported}"
+    )]
+    UnsupportedVersion {
+        /// The event type.
+        event_type: String,
+        /// The version the message carries.
+        actual: i32,
+        /// The versions the consumer reads, e.g. `1..=2`.
+        supported: String,
+    },
+
+    /// The body is not JSON, or not the JSON the event type describes.
+    #[error("payload of event `{event_type}` does not decode: {reason}")]
+    Payload {
+        /// The event type.
+        event_type: String,
+        /// The JSON error.
+        reason: String,
+    },
+}

@@ -1,0 +1,18 @@
+//! The inbox: apply each event's effects once, in the handler's own
+//! transaction, on PostgreSQL, MySQL / MariaDB or SQLite (CONTRACT §5).
+//!
+//! [`Inbox`] is the core. [`IncomingEvent`] turns a message written by the
+//! relay (Kafka headers or AMQP properties) into a typed
+//! `#[derive(Event)]` struct.
+
+mod backend;
+mod error;
+mod inbox;
+mod incoming;
+mod prune;
+
+pub use backend::InboxBackend;
+pub use error::{BoxError, DecodeError, Error};
+pub use inbox::{Inbox, Outcome};
+pub use incoming::{EVENT_VERSION_ATTRIBUTE, IncomingEvent};
+pub use prune::{PruneSettings, prune_once, prune_until_stopped};
