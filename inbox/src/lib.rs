@@ -7,12 +7,16 @@
 
 mod backend;
 mod error;
+mod handler;
 mod inbox;
 mod incoming;
+pub mod kafka;
 mod prune;
+pub mod rabbitmq;
 
 pub use backend::InboxBackend;
 pub use error::{BoxError, DecodeError, Error};
+pub use handler::{Handler, TypedHandler, typed};
 pub use inbox::{Inbox, Outcome};
 pub use incoming::{EVENT_VERSION_ATTRIBUTE, IncomingEvent};
 pub use prune::{PruneSettings, prune_once, prune_until_stopped};
