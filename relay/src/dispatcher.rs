@@ -148,7 +148,7 @@ impl Dispatcher {
             idle_delay = self.settings.poll_interval_min;
             let full_batch = fetched.len() as i64 >= self.settings.batch_size;
             let fetched_count = fetched.len();
-            let outcome = self.publish_batch(fetched, &snapshot.leases).await;
+            let outcome = self.publish_batch(fetched, &snapshot.leases, &stop).await;
             let all_unavailable = outcome.unavailable == fetched_count;
             self.settle(outcome, snapshot.leases).await;
             if all_unavailable {
@@ -197,7 +197,12 @@ impl Dispatcher {
     /// Publish a batch wave by wave. After a failure, the later events of
     /// the same aggregate stay unsent; after a wave the broker could not
     /// take at all, nothing more is sent.
-    async fn publish_batch(&mut self, batch: Vec<ClaimedEvent>, leases: &[Lease]) -> BatchOutcome {
+    async fn publish_batch(
+        &mut self,
+        batch: Vec<ClaimedEvent>,
+        leases: &[Lease],
+        stop: &CancellationToken,
+    ) -> BatchOutcome {
         let batch_size = batch.len();
         let started = Instant::now();
         let mut outcome = BatchOutcome::default();
@@ -211,6 +216,14 @@ impl Dispatcher {
                 .collect();
             if wave.is_empty() {
                 continue;
+            }
+            if stop.is_cancelled() {
+                // Unsent waves stay pending; the next owner sends them in order.
+                tracing::debug!(
+                    wave_index,
+                    "stop requested; leaving the rest of the batch for later"
+                );
+                break;
             }
             if !self
                 .leases
