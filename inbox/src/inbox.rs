@@ -56,10 +56,21 @@ impl<T> Outcome<T> {
 /// assert!(matches!(outcome, Outcome::Processed(()) | Outcome::Duplicate));
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Inbox<DB: InboxBackend> {
     pool: Pool<DB>,
     consumer: String,
+}
+
+// Not derived: a derive would require `DB: Clone`, which sqlx's database
+// types are not.
+impl<DB: InboxBackend> Clone for Inbox<DB> {
+    fn clone(&self) -> Self {
+        Inbox {
+            pool: self.pool.clone(),
+            consumer: self.consumer.clone(),
+        }
+    }
 }
 
 impl<DB: InboxBackend> Inbox<DB> {

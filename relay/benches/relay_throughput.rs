@@ -401,6 +401,7 @@ impl OutboxStore for TimedStore {
         &'a self,
         partition_count: i32,
         partitions: &'a [i32],
+        exclude: &'a [i64],
         hold_dead: bool,
         limit: i64,
     ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>> {
@@ -408,7 +409,7 @@ impl OutboxStore for TimedStore {
             let started = Instant::now();
             let result = self
                 .inner
-                .fetch_pending(partition_count, partitions, hold_dead, limit)
+                .fetch_pending(partition_count, partitions, exclude, hold_dead, limit)
                 .await;
             let elapsed = started.elapsed();
             let rows = result.as_ref().map_or(0, |rows| rows.len() as u64);
@@ -1364,7 +1365,7 @@ async fn store_only(settings: &Settings, batch_size: u32) -> StoreOnly {
         let started = Instant::now();
         for _ in 0..REPEAT {
             store
-                .fetch_pending(partition_count, &partitions, false, limit)
+                .fetch_pending(partition_count, &partitions, &[], false, limit)
                 .await
                 .expect("fetch");
         }
@@ -1380,7 +1381,7 @@ async fn store_only(settings: &Settings, batch_size: u32) -> StoreOnly {
     loop {
         let fetch_started = Instant::now();
         let batch = store
-            .fetch_pending(partition_count, &partitions, false, limit)
+            .fetch_pending(partition_count, &partitions, &[], false, limit)
             .await
             .expect("fetch");
         serial_fetch += fetch_started.elapsed();

@@ -179,19 +179,16 @@ impl Dispatcher {
 
     /// Fetch a batch, leaving out events published but not yet marked.
     async fn fetch(&self, partitions: &[i32]) -> Result<Vec<ClaimedEvent>, Error> {
-        let limit = self.settings.batch_size + self.unmarked.len() as i64;
-        let mut fetched = self
-            .store
+        let unmarked: Vec<i64> = self.unmarked.iter().copied().collect();
+        self.store
             .fetch_pending(
                 self.partition_count,
                 partitions,
+                &unmarked,
                 self.settings.hold_dead,
-                limit,
+                self.settings.batch_size,
             )
-            .await?;
-        fetched.retain(|claimed| !self.unmarked.contains(&claimed.event.id));
-        fetched.truncate(usize::try_from(self.settings.batch_size).unwrap_or(usize::MAX));
-        Ok(fetched)
+            .await
     }
 
     /// Publish a batch wave by wave. After a failure, the later events of

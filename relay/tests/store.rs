@@ -84,7 +84,7 @@ async fn a_lost_lease_cannot_mark_or_fail_rows<DB: outbox::Backend + TestBackend
         "live leases are not taken"
     );
     let fetched = store
-        .fetch_pending(partition_count, &partitions(&old), true, 100)
+        .fetch_pending(partition_count, &partitions(&old), &[], true, 100)
         .await
         .expect("fetch");
     assert_eq!(fetched.len(), 3);
@@ -208,7 +208,7 @@ async fn a_failed_event_holds_back_its_aggregate_only<DB: outbox::Backend + Test
     let all = partitions(&leases);
 
     let fetched = store
-        .fetch_pending(partition_count, &all, true, 100)
+        .fetch_pending(partition_count, &all, &[], true, 100)
         .await
         .expect("fetch");
     let order: Vec<&str> = fetched
@@ -219,6 +219,21 @@ async fn a_failed_event_holds_back_its_aggregate_only<DB: outbox::Backend + Test
         order,
         vec!["x", "y", "x", "z", "y"],
         "pending events come in id order"
+    );
+    let in_flight = [fetched[0].event.id, fetched[3].event.id];
+    let rest = store
+        .fetch_pending(partition_count, &all, &in_flight, true, 100)
+        .await
+        .expect("fetch");
+    let rest_ids: Vec<i64> = rest.iter().map(|claimed| claimed.event.id).collect();
+    assert_eq!(
+        rest_ids,
+        vec![
+            fetched[1].event.id,
+            fetched[2].event.id,
+            fetched[4].event.id
+        ],
+        "events published but not yet marked are left out"
     );
 
     // x's first event fails and waits a minute; y's first event is dead.
@@ -247,7 +262,7 @@ async fn a_failed_event_holds_back_its_aggregate_only<DB: outbox::Backend + Test
     );
 
     let held = store
-        .fetch_pending(partition_count, &all, true, 100)
+        .fetch_pending(partition_count, &all, &[], true, 100)
         .await
         .expect("fetch");
     let held_order: Vec<&str> = held
@@ -261,7 +276,7 @@ async fn a_failed_event_holds_back_its_aggregate_only<DB: outbox::Backend + Test
     );
 
     let skipped = store
-        .fetch_pending(partition_count, &all, false, 100)
+        .fetch_pending(partition_count, &all, &[], false, 100)
         .await
         .expect("fetch");
     let skipped_order: Vec<&str> = skipped
@@ -290,7 +305,7 @@ async fn a_failed_event_holds_back_its_aggregate_only<DB: outbox::Backend + Test
     let selector = DeadSelector::EventId(dead[0].event_id.clone());
     assert_eq!(store.retry_dead(&selector).await.expect("retry"), 1);
     let after_retry = store
-        .fetch_pending(partition_count, &all, true, 100)
+        .fetch_pending(partition_count, &all, &[], true, 100)
         .await
         .expect("fetch");
     let after_retry_order: Vec<&str> = after_retry
@@ -312,7 +327,7 @@ async fn retention_deletes_only_old_published_events<DB: outbox::Backend + TestB
         .await
         .expect("acquire");
     let fetched = store
-        .fetch_pending(partition_count, &partitions(&leases), true, 100)
+        .fetch_pending(partition_count, &partitions(&leases), &[], true, 100)
         .await
         .expect("fetch");
     let published: Vec<i64> = fetched[..2]

@@ -161,12 +161,14 @@ pub trait OutboxStore: Send + Sync {
     ) -> BoxFuture<'a, Result<u64, Error>>;
 
     /// Pending events of `partitions` that are due, in id order, at most
-    /// `limit`. An event is left out while an earlier event of its aggregate
-    /// waits for a retry, or is dead and `hold_dead` is set.
+    /// `limit`, leaving out the ids in `exclude` (published, not yet
+    /// marked). An event is also left out while an earlier event of its
+    /// aggregate waits for a retry, or is dead and `hold_dead` is set.
     fn fetch_pending<'a>(
         &'a self,
         partition_count: i32,
         partitions: &'a [i32],
+        exclude: &'a [i64],
         hold_dead: bool,
         limit: i64,
     ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>>;

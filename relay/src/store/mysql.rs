@@ -263,6 +263,7 @@ impl OutboxStore for MySqlStore {
         &'a self,
         partition_count: i32,
         partitions: &'a [i32],
+        exclude: &'a [i64],
         hold_dead: bool,
         limit: i64,
     ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>> {
@@ -274,6 +275,7 @@ impl OutboxStore for MySqlStore {
                 .bind(partition_count)
                 .bind(partition_count)
                 .bind(integers_json(partitions))
+                .bind(integers_json(exclude))
                 .bind(hold_dead)
                 .bind(limit)
                 .fetch_all(&self.pool)

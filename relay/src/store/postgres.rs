@@ -211,6 +211,7 @@ impl OutboxStore for PostgresStore {
         &'a self,
         partition_count: i32,
         partitions: &'a [i32],
+        exclude: &'a [i64],
         hold_dead: bool,
         limit: i64,
     ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>> {
@@ -223,6 +224,7 @@ impl OutboxStore for PostgresStore {
                 .bind(partitions)
                 .bind(hold_dead)
                 .bind(limit)
+                .bind(exclude)
                 .fetch_all(&self.pool)
                 .await?;
             Ok(rows

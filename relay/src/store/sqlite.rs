@@ -216,6 +216,7 @@ impl OutboxStore for SqliteStore {
         &'a self,
         partition_count: i32,
         partitions: &'a [i32],
+        exclude: &'a [i64],
         hold_dead: bool,
         limit: i64,
     ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>> {
@@ -228,6 +229,7 @@ impl OutboxStore for SqliteStore {
                 .bind(integers_json(partitions))
                 .bind(hold_dead)
                 .bind(limit)
+                .bind(integers_json(exclude))
                 .fetch_all(&self.pool)
                 .await?;
             Ok(rows

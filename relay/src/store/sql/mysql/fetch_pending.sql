@@ -1,5 +1,6 @@
 -- ? partition count, ? partition count, ? JSON array of partitions leased,
--- ? whether dead events hold their aggregate, ? batch size.
+-- ? JSON array of ids to leave out (published, not yet marked), ? whether
+-- dead events hold their aggregate, ? batch size.
 -- Pending, due events in id order. An event is skipped while an earlier
 -- event of its aggregate waits for a retry (or is dead, under the hold
 -- policy); the probe uses outbox_events_aggregate_idx.
@@ -9,6 +10,8 @@ FROM outbox_events AS e
 WHERE e.state = 'pending'
   AND e.partition_key % ? IN (
       SELECT leased.partition_no FROM JSON_TABLE(?, '$[*]' COLUMNS (partition_no INT PATH '$')) AS leased)
+  AND e.id NOT IN (
+      SELECT excluded.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS excluded)
   AND (e.next_attempt_at IS NULL OR e.next_attempt_at <= UTC_TIMESTAMP(6))
   AND NOT EXISTS (
       SELECT 1 FROM outbox_events AS earlier

@@ -1,5 +1,6 @@
 -- $1 partition count, $2 partitions leased, $3 whether dead events hold
--- their aggregate, $4 batch size.
+-- their aggregate, $4 batch size, $5 ids to leave out (published, not yet
+-- marked).
 -- Pending, due events in id order. An event is skipped while an earlier
 -- event of its aggregate waits for a retry (or is dead, under the hold
 -- policy); the probe uses the small partial index outbox_events_failed_idx.
@@ -10,6 +11,7 @@ FROM outbox_events AS e
 WHERE e.state = 'pending'
   AND e.partition_key % $1 = ANY($2::integer[])
   AND (e.next_attempt_at IS NULL OR e.next_attempt_at <= now())
+  AND e.id <> ALL($5::bigint[])
   AND NOT EXISTS (
       SELECT 1 FROM outbox_events AS earlier
       WHERE earlier.aggregate_type = e.aggregate_type

@@ -1,5 +1,6 @@
 -- ?1 partition count, ?2 JSON array of partitions leased, ?3 whether dead
--- events hold their aggregate, ?4 batch size.
+-- events hold their aggregate, ?4 batch size, ?5 JSON array of ids to leave
+-- out (published, not yet marked).
 -- Pending, due events in id order. An event is skipped while an earlier
 -- event of its aggregate waits for a retry (or is dead, under the hold
 -- policy); the probe uses the small partial index outbox_events_failed_idx.
@@ -9,6 +10,7 @@ FROM outbox_events AS e
 WHERE e.state = 'pending'
   AND e.partition_key % ?1 IN (SELECT value FROM json_each(?2))
   AND (e.next_attempt_at IS NULL OR e.next_attempt_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+  AND e.id NOT IN (SELECT value FROM json_each(?5))
   AND NOT EXISTS (
       SELECT 1 FROM outbox_events AS earlier
       WHERE earlier.aggregate_type = e.aggregate_type
