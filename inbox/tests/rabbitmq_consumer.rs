@@ -1,0 +1,842 @@
+//! The RabbitMQ inbox consumer against a real RabbitMQ and real databases:
+//! messages published the way the relay publishes them (CONTRACT §3) are
+//! applied once however often they arrive, failures are retried a bounded
+//! number of times, and poison ends in the dead-letter queue.
+//!
+//! RabbitMQ is found through `OUTBOX_TEST_AMQP_URL` (default
+//! `amqp://guest:guest@127.0.0.1:5672/%2f`); a broker that cannot be reached
+//! fails the test with a message naming it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use lapin::options::{
+    BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
+    ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use outbox_inbox::rabbitmq::{
+    ATTEMPTS_HEADER, ConsumerStats, DEAD_LETTER_REASON_HEADER, RabbitMqConsumerConfig,
+    RabbitMqInboxConsumer,
+};
+use outbox_inbox::{BoxError, DecodeError, Handler, Inbox, InboxBackend, IncomingEvent};
+use outbox_testkit::{TestBackend, TestDatabase};
+use serde::{Deserialize, Serialize};
+use sqlx::Transaction;
+use tokio_util::sync::CancellationToken;
+
+const CREATE_EFFECTS: &str = "CREATE TABLE effects (event_id VARCHAR(64) NOT NULL)";
+const CONSUMER: &str = "billing";
+const WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, Serialize, Deserialize, outbox::Event)]
+#[event(
+    type = "payment.received",
+    aggregate = "payment",
+    topic = "payments",
+    source = "/payments"
+)]
+struct PaymentReceived {
+    #[event(aggregate_id)]
+    payment_id: String,
+    cents: i64,
+}
+
+fn amqp_url() -> String {
+    std::env::var("OUTBOX_TEST_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+fn unique_name(prefix: &str) -> String {
+    format!("outbox-inbox-{prefix}-{}", uuid::Uuid::now_v7().simple())
+}
+
+/// A deterministic shuffle (xorshift), so a failure can be replayed.
+fn shuffled<T>(mut items: Vec<T>, seed: u64) -> Vec<T> {
+    let mut state = seed.max(1);
+    for index in (1..items.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        items.swap(index, (state % (index as u64 + 1)) as usize);
+    }
+    items
+}
+
+/// The relay's side: a topic exchange (the event's `topic`) with the
+/// consumer's queue bound to it, and a publisher writing messages as the
+/// relay does.
+struct Broker {
+    connection: Connection,
+    channel: Channel,
+    exchange: String,
+    queue: String,
+}
+
+impl Broker {
+    async fn new(prefix: &str) -> Broker {
+        let url = amqp_url();
+        let connected = tokio::time::timeout(
+            Duration::from_secs(10),
+            Connection::connect(&url, ConnectionProperties::default()),
+        )
+        .await;
+        let connection = match connected {
+            Ok(Ok(connection)) => connection,
+            Ok(Err(error)) => panic!(
+                "RabbitMQ is not reachable at {url}: {error}; start the test services with `scripts/test.sh --services-only`"
+            ),
+            Err(_) => panic!(
+                "RabbitMQ at {url} did not answer within 10 s; start the test services with `scripts/test.sh --services-only`"
+            ),
+        };
+        let channel = connection.create_channel().await.expect("channel");
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .expect("confirm mode");
+        let exchange = unique_name(&format!("{prefix}-x"));
+        let queue = unique_name(prefix);
+        channel
+            .exchange_declare(
+                exchange.as_str().into(),
+                ExchangeKind::Topic,
+                ExchangeDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .expect("declare exchange");
+        channel
+            .queue_declare(
+                queue.as_str().into(),
+                QueueDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .expect("declare queue");
+        channel
+            .queue_bind(
+                queue.as_str().into(),
+                exchange.as_str().into(),
+                "#".into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("bind queue");
+        Broker {
+            connection,
+            channel,
+            exchange,
+            queue,
+        }
+    }
+
+    fn config(&self) -> RabbitMqConsumerConfig {
+        let mut config = RabbitMqConsumerConfig::new(amqp_url(), self.queue.clone());
+        config.retry_base_delay = Duration::from_millis(50);
+        config.retry_max_delay = Duration::from_millis(200);
+        config
+    }
+
+    fn dead_letter_queue(&self) -> String {
+        format!("{}.dlq", self.queue)
+    }
+
+    /// Publish one message as the relay would; `id` `None` leaves out both
+    /// the `message_id` property and the `cloudEvents:id` header.
+    async fn publish_raw(&self, id: Option<&str>, event_type: &str, body: &[u8]) {
+        let mut headers = FieldTable::default();
+        let mut attributes = BTreeMap::from([
+            ("specversion", "1.0".to_owned()),
+            ("source", "/payments".to_owned()),
+            ("type", event_type.to_owned()),
+            ("time", "2026-01-01T00:00:00Z".to_owned()),
+            ("partitionkey", "p".to_owned()),
+            ("aggregatetype", "payment".to_owned()),
+            ("eventversion", "1".to_owned()),
+            ("datacontenttype", "application/json".to_owned()),
+        ]);
+        if let Some(id) = id {
+            attributes.insert("id", id.to_owned());
+        }
+        for (name, value) in attributes {
+            headers.insert(
+                ShortString::from(format!("cloudEvents:{name}")),
+                AMQPValue::LongString(LongString::from(value)),
+            );
+        }
+        let mut properties = BasicProperties::default()
+            .with_content_type("application/json".into())
+            .with_delivery_mode(2)
+            .with_type(event_type.into())
+            .with_timestamp(1_767_225_600)
+            .with_headers(headers);
+        if let Some(id) = id {
+            properties = properties.with_message_id(id.into());
+        }
+        let confirm = self
+            .channel
+            .basic_publish(
+                self.exchange.as_str().into(),
+                event_type.into(),
+                BasicPublishOptions {
+                    mandatory: true,
+                    immediate: false,
+                },
+                body,
+                properties,
+            )
+            .await
+            .expect("publish");
+        let confirmation = confirm.await.expect("confirm");
+        assert!(confirmation.is_ack(), "publish not acked");
+        assert!(confirmation.take_message().is_none(), "message unroutable");
+    }
+
+    async fn publish_payment(&self, id: &str) {
+        let payment = PaymentReceived {
+            payment_id: id.to_owned(),
+            cents: 100,
+        };
+        let body = serde_json::to_vec(&payment).expect("json");
+        self.publish_raw(Some(id), "payment.received", &body).await;
+    }
+
+    /// Ready messages in `queue`; 0 while it does not exist yet (a passive
+    /// declare of a missing queue closes its channel, so it gets its own).
+    async fn message_count(&self, queue: &str) -> u32 {
+        let channel = self.connection.create_channel().await.expect("channel");
+        let declared = channel
+            .queue_declare(
+                queue.into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await;
+        match declared {
+            Ok(found) => {
+                let _ = channel.close(200, "OK".into()).await;
+                found.message_count()
+            }
+            Err(error) if error.to_string().contains("NOT_FOUND") => 0,
+            Err(error) => panic!("queue {queue}: {error}"),
+        }
+    }
+
+    /// Take every message of the dead-letter queue: (headers as text, body).
+    async fn take_dead_letters(&self) -> Vec<(HashMap<String, String>, Vec<u8>)> {
+        let mut messages = Vec::new();
+        let queue = self.dead_letter_queue();
+        while let Some(message) = self
+            .channel
+            .basic_get(queue.as_str().into(), BasicGetOptions { no_ack: true })
+            .await
+            .expect("basic_get")
+        {
+            let headers = message
+                .delivery
+                .properties
+                .headers()
+                .as_ref()
+                .map(|table| {
+                    table
+                        .inner()
+                        .iter()
+                        .map(|(name, value)| (name.to_string(), text(value)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            messages.push((headers, message.delivery.data.clone()));
+        }
+        messages
+    }
+}
+
+/// Delete the queues and exchanges of the test, also when it failed (on a
+/// thread of its own: `Drop` cannot await).
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let queues = [self.queue.clone(), self.dead_letter_queue()];
+        let exchanges = [self.exchange.clone(), format!("{}.dlx", self.queue)];
+        let cleanup = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async move {
+                let url = amqp_url();
+                let connecting = Connection::connect(&url, ConnectionProperties::default());
+                let Ok(Ok(connection)) =
+                    tokio::time::timeout(Duration::from_secs(5), connecting).await
+                else {
+                    eprintln!("cannot connect to RabbitMQ to delete the test queues {queues:?}");
+                    return;
+                };
+                if let Ok(channel) = connection.create_channel().await {
+                    for queue in &queues {
+                        let _ = channel
+                            .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+                            .await;
+                    }
+                    for exchange in &exchanges {
+                        let _ = channel
+                            .exchange_delete(
+                                exchange.as_str().into(),
+                                ExchangeDeleteOptions::default(),
+                            )
+                            .await;
+                    }
+                }
+                let _ = connection.close(200, "OK".into()).await;
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
+
+fn text(value: &AMQPValue) -> String {
+    match value {
+        AMQPValue::LongString(text) => String::from_utf8_lossy(text.as_bytes()).into_owned(),
+        AMQPValue::ShortString(text) => text.to_string(),
+        AMQPValue::LongLongInt(number) => number.to_string(),
+        AMQPValue::LongInt(number) => number.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// What the test handler saw and how it misbehaves.
+#[derive(Default)]
+struct Probe {
+    /// Deliveries decoded (every delivery reaches `decode`).
+    decodes: AtomicU64,
+    /// Handler runs per payment id.
+    runs: Mutex<HashMap<String, u32>>,
+    /// Payment ids whose handler fails its first N runs (`u32::MAX`: always).
+    failures: Mutex<HashMap<String, u32>>,
+    /// How long each handler run holds its transaction open.
+    pause: Mutex<Duration>,
+    /// While set, handler runs wait (inside their transaction) until it is
+    /// cleared.
+    gate_closed: std::sync::atomic::AtomicBool,
+    /// The decode count each handler run saw when it finished.
+    decodes_at_commit: Mutex<Vec<u64>>,
+}
+
+impl Probe {
+    fn runs(&self, id: &str) -> u32 {
+        self.runs
+            .lock()
+            .expect("runs")
+            .get(id)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn decodes(&self) -> u64 {
+        self.decodes.load(Ordering::SeqCst)
+    }
+}
+
+/// The typed handler, counting its decodes: one `effects` row per
+/// application, so a second application would show as a second row.
+struct Counting<T> {
+    typed: T,
+    probe: Arc<Probe>,
+}
+
+impl<DB, T> Handler<DB> for Counting<T>
+where
+    DB: InboxBackend,
+    T: Handler<DB, Event = PaymentReceived>,
+{
+    type Event = PaymentReceived;
+
+    fn decode(&self, incoming: &IncomingEvent) -> Result<PaymentReceived, DecodeError> {
+        self.probe.decodes.fetch_add(1, Ordering::SeqCst);
+        self.typed.decode(incoming)
+    }
+
+    fn handle<'t>(
+        &'t self,
+        tx: &'t mut Transaction<'static, DB>,
+        event: &'t PaymentReceived,
+    ) -> BoxFuture<'t, Result<(), BoxError>> {
+        self.typed.handle(tx, event)
+    }
+}
+
+fn effects_handler<DB: InboxBackend + TestBackend>(
+    probe: Arc<Probe>,
+) -> Counting<impl Handler<DB, Event = PaymentReceived>> {
+    let inner = Arc::clone(&probe);
+    let typed = outbox_inbox::typed::<PaymentReceived, _, DB>(
+        move |tx: &mut Transaction<'static, DB>, payment: &PaymentReceived| {
+            let probe = Arc::clone(&inner);
+            let id = payment.payment_id.clone();
+            Box::pin(async move {
+                let run = {
+                    let mut runs = probe.runs.lock().expect("runs");
+                    let run = runs.entry(id.clone()).or_insert(0);
+                    *run += 1;
+                    *run
+                };
+                let sql = format!("INSERT INTO effects (event_id) VALUES ('{id}')");
+                DB::execute(&mut **tx, &sql).await?;
+                let pause = *probe.pause.lock().expect("pause");
+                tokio::time::sleep(pause).await;
+                while probe.gate_closed.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let failing = probe
+                    .failures
+                    .lock()
+                    .expect("failures")
+                    .get(&id)
+                    .copied()
+                    .unwrap_or(0);
+                if run <= failing {
+                    return Err::<(), BoxError>(format!("payment {id} failed on purpose").into());
+                }
+                probe
+                    .decodes_at_commit
+                    .lock()
+                    .expect("decodes")
+                    .push(probe.decodes());
+                Ok(())
+            }) as BoxFuture<'_, Result<(), BoxError>>
+        },
+    );
+    Counting { typed, probe }
+}
+
+async fn prepare<DB: InboxBackend + TestBackend>(db: &TestDatabase<DB>) -> Inbox<DB> {
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let mut connection = db.pool().acquire().await.expect("acquire");
+    DB::execute(&mut connection, CREATE_EFFECTS)
+        .await
+        .expect("create effects");
+    Inbox::new(db.pool().clone(), CONSUMER).expect("inbox")
+}
+
+async fn count<DB: TestBackend>(db: &TestDatabase<DB>, sql: &str) -> i64 {
+    let mut connection = db.pool().acquire().await.expect("acquire");
+    DB::fetch_i64(&mut connection, sql)
+        .await
+        .unwrap_or_else(|error| panic!("{sql}: {error}"))
+}
+
+/// Poll `condition` until it holds, failing after [`WAIT`] with `what`.
+async fn eventually<F, Fut>(what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !condition().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A running consumer.
+struct Running {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<ConsumerStats, outbox_inbox::Error>>,
+}
+
+impl Running {
+    async fn stop(self) -> ConsumerStats {
+        self.stop.cancel();
+        tokio::time::timeout(WAIT, self.task)
+            .await
+            .expect("consumer stops in time")
+            .expect("consumer task")
+            .expect("consumer run")
+    }
+}
+
+fn start<DB: InboxBackend + TestBackend>(
+    inbox: Inbox<DB>,
+    probe: &Arc<Probe>,
+    config: RabbitMqConsumerConfig,
+) -> Running {
+    let consumer = RabbitMqInboxConsumer::new(inbox, effects_handler(Arc::clone(probe)), config)
+        .expect("consumer");
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(consumer.run(stop.clone()));
+    Running { stop, task }
+}
+
+async fn triple_delivery_in_shuffled_order_applies_each_event_once<
+    DB: InboxBackend + TestBackend,
+>(
+    db: &TestDatabase<DB>,
+) {
+    let inbox = prepare(db).await;
+    let broker = Broker::new("triple").await;
+    let events: Vec<String> = (0..20).map(|n| format!("evt-{n:02}")).collect();
+    let deliveries: Vec<String> = events
+        .iter()
+        .flat_map(|id| [id.clone(), id.clone(), id.clone()])
+        .collect();
+    for id in shuffled(deliveries, 0x5eed) {
+        broker.publish_payment(&id).await;
+    }
+
+    let probe = Arc::new(Probe::default());
+    let mut config = broker.config();
+    config.prefetch = 8;
+    let running = start(inbox, &probe, config);
+    eventually("60 deliveries", || async { probe.decodes() >= 60 }).await;
+    let stats = running.stop().await;
+
+    assert_eq!(count(db, "SELECT COUNT(*) FROM effects").await, 20);
+    assert_eq!(
+        count(db, "SELECT COUNT(DISTINCT event_id) FROM effects").await,
+        20
+    );
+    assert_eq!(count(db, "SELECT COUNT(*) FROM inbox_messages").await, 20);
+    assert_eq!((stats.processed, stats.duplicates), (20, 40), "{stats:?}");
+    assert_eq!((stats.retried, stats.dead_lettered), (0, 0), "{stats:?}");
+    assert_eq!(broker.message_count(&broker.queue).await, 0, "all acked");
+}
+
+async fn racing_duplicates_through_two_consumers_apply_once<DB: InboxBackend + TestBackend>(
+    db: &TestDatabase<DB>,
+) {
+    let inbox = prepare(db).await;
+    let broker = Broker::new("race").await;
+    let probe = Arc::new(Probe::default());
+    *probe.pause.lock().expect("pause") = Duration::from_millis(500);
+    for _ in 0..4 {
+        broker.publish_payment("raced").await;
+    }
+
+    // Two consumers on one queue, each taking two messages at a time: all
+    // four copies are in flight while the first handler holds its
+    // transaction open.
+    let mut config = broker.config();
+    config.prefetch = 2;
+    let twin = Inbox::new(db.pool().clone(), CONSUMER).expect("inbox");
+    let first = start(twin, &probe, config.clone());
+    let second = start(inbox, &probe, config);
+    eventually("4 deliveries", || async { probe.decodes() >= 4 }).await;
+    let (first, second) = tokio::join!(first.stop(), second.stop());
+
+    assert_eq!(
+        count(db, "SELECT COUNT(*) FROM effects WHERE event_id = 'raced'").await,
+        1
+    );
+    assert_eq!(
+        first.processed + second.processed,
+        1,
+        "{first:?} {second:?}"
+    );
+    assert_eq!(
+        first.duplicates + second.duplicates,
+        3,
+        "{first:?} {second:?}"
+    );
+    let seen = probe.decodes_at_commit.lock().expect("decodes").clone();
+    assert!(
+        seen.first().is_some_and(|decodes| *decodes >= 2),
+        "duplicates were in flight while the first delivery ran: {seen:?}"
+    );
+    assert_eq!(broker.message_count(&broker.queue).await, 0, "all acked");
+}
+
+async fn a_failing_handler_is_retried_and_applied_once<DB: InboxBackend + TestBackend>(
+    db: &TestDatabase<DB>,
+) {
+    let inbox = prepare(db).await;
+    let broker = Broker::new("retry").await;
+    let probe = Arc::new(Probe::default());
+    probe
+        .failures
+        .lock()
+        .expect("failures")
+        .insert("flaky".to_owned(), 2);
+    broker.publish_payment("steady-1").await;
+    broker.publish_payment("flaky").await;
+    broker.publish_payment("steady-2").await;
+
+    let running = start(inbox, &probe, broker.config());
+    eventually("the flaky event applied", || async {
+        count(db, "SELECT COUNT(*) FROM effects").await == 3
+    })
+    .await;
+    let stats = running.stop().await;
+
+    assert_eq!(probe.runs("flaky"), 3, "two failures, then success");
+    assert_eq!(
+        count(db, "SELECT COUNT(*) FROM effects WHERE event_id = 'flaky'").await,
+        1
+    );
+    assert_eq!(stats.processed, 3, "{stats:?}");
+    assert_eq!(stats.retried, 2, "{stats:?}");
+    assert_eq!(stats.dead_lettered, 0, "{stats:?}");
+    assert_eq!(broker.message_count(&broker.queue).await, 0, "all acked");
+    assert_eq!(
+        broker.message_count(&broker.dead_letter_queue()).await,
+        0,
+        "nothing dead-lettered"
+    );
+}
+
+async fn poison_goes_to_the_dead_letter_queue_and_consuming_continues<
+    DB: InboxBackend + TestBackend,
+>(
+    db: &TestDatabase<DB>,
+) {
+    let inbox = prepare(db).await;
+    let broker = Broker::new("poison").await;
+    let probe = Arc::new(Probe::default());
+    let good_body = br#"{"payment_id":"no-id","cents":1}"#;
+    broker
+        .publish_raw(None, "payment.received", good_body)
+        .await;
+    broker
+        .publish_raw(Some("not-json"), "payment.received", b"{not json")
+        .await;
+    broker
+        .publish_raw(Some("unknown-type"), "payment.refunded", good_body)
+        .await;
+    broker.publish_payment("fine").await;
+
+    let running = start(inbox, &probe, broker.config());
+    eventually("three dead letters", || async {
+        broker.message_count(&broker.dead_letter_queue()).await == 3
+    })
+    .await;
+    eventually("the good event applied", || async {
+        count(db, "SELECT COUNT(*) FROM effects").await == 1
+    })
+    .await;
+    let stats = running.stop().await;
+
+    assert_eq!(stats.dead_lettered, 3, "{stats:?}");
+    assert_eq!(stats.processed, 1, "{stats:?}");
+    let dead = broker.take_dead_letters().await;
+    let reasons: Vec<&str> = dead
+        .iter()
+        .map(|(headers, _)| {
+            headers
+                .get(DEAD_LETTER_REASON_HEADER)
+                .map(String::as_str)
+                .expect("reason header")
+        })
+        .collect();
+    assert!(
+        reasons.iter().any(|reason| reason.contains("`id`")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|reason| reason.contains("does not decode")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|reason| reason.contains("unexpected event type `payment.refunded`")),
+        "{reasons:?}"
+    );
+    // The original headers and body travel with the dead letter.
+    for (headers, body) in &dead {
+        assert_eq!(
+            headers.get("cloudEvents:source").map(String::as_str),
+            Some("/payments")
+        );
+        assert!(!body.is_empty());
+    }
+    assert_eq!(broker.message_count(&broker.queue).await, 0, "all acked");
+}
+
+async fn exhausted_attempts_go_to_the_dead_letter_queue<DB: InboxBackend + TestBackend>(
+    db: &TestDatabase<DB>,
+) {
+    let inbox = prepare(db).await;
+    let broker = Broker::new("exhausted").await;
+    let probe = Arc::new(Probe::default());
+    probe
+        .failures
+        .lock()
+        .expect("failures")
+        .insert("doomed".to_owned(), u32::MAX);
+    broker.publish_payment("doomed").await;
+
+    let mut config = broker.config();
+    config.max_attempts = 4;
+    let running = start(inbox, &probe, config);
+    eventually("the dead letter", || async {
+        broker.message_count(&broker.dead_letter_queue()).await == 1
+    })
+    .await;
+    let stats = running.stop().await;
+
+    assert_eq!(probe.runs("doomed"), 4, "exactly max_attempts runs");
+    assert_eq!(stats.retried, 3, "{stats:?}");
+    assert_eq!(stats.dead_lettered, 1, "{stats:?}");
+    assert_eq!(stats.processed, 0, "{stats:?}");
+    assert_eq!(count(db, "SELECT COUNT(*) FROM effects").await, 0);
+    let dead = broker.take_dead_letters().await;
+    assert_eq!(dead.len(), 1);
+    let (headers, body) = &dead[0];
+    let reason = headers
+        .get(DEAD_LETTER_REASON_HEADER)
+        .expect("reason header");
+    assert!(
+        reason.contains("payment doomed failed on purpose"),
+        "{reason}"
+    );
+    assert_eq!(headers.get(ATTEMPTS_HEADER).map(String::as_str), Some("4"));
+    let payment: PaymentReceived = serde_json::from_slice(body).expect("original body");
+    assert_eq!(payment.payment_id, "doomed");
+    assert_eq!(broker.message_count(&broker.queue).await, 0, "all acked");
+}
+
+/// Close, on the broker's side, every connection whose client name
+/// contains `name` (as a broker restart or a network cut would drop it).
+fn close_connections_named(name: &str) -> usize {
+    let listing = std::process::Command::new("rabbitmqctl")
+        .args([
+            "list_connections",
+            "--quiet",
+            "--no-table-headers",
+            "pid",
+            "client_properties",
+        ])
+        .output()
+        .unwrap_or_else(|error| {
+            panic!("rabbitmqctl (of the RabbitMQ test service) cannot be run: {error}")
+        });
+    assert!(
+        listing.status.success(),
+        "rabbitmqctl list_connections failed: {}",
+        String::from_utf8_lossy(&listing.stderr)
+    );
+    let mut closed = 0;
+    for line in String::from_utf8_lossy(&listing.stdout).lines() {
+        if !line.contains(name) {
+            continue;
+        }
+        let Some(pid) = line.split('\t').next() else {
+            continue;
+        };
+        let closing = std::process::Command::new("rabbitmqctl")
+            .args([
+                "close_connection",
+                pid.trim(),
+                "closed by the reconnect test",
+            ])
+            .output()
+            .expect("rabbitmqctl close_connection");
+        assert!(
+            closing.status.success(),
+            "rabbitmqctl close_connection {pid} failed: {}",
+            String::from_utf8_lossy(&closing.stderr)
+        );
+        closed += 1;
+    }
+    closed
+}
+
+async fn a_lost_connection_is_reopened_and_unacked_messages_dedup<
+    DB: InboxBackend + TestBackend,
+>(
+    db: &TestDatabase<DB>,
+) {
+    prepare(db).await;
+    // A consumer name of its own, to find this test's connection by name.
+    let consumer = unique_name("reconnect");
+    let inbox = Inbox::new(db.pool().clone(), consumer.clone()).expect("inbox");
+    let broker = Broker::new("reconnect").await;
+    let probe = Arc::new(Probe::default());
+    probe.gate_closed.store(true, Ordering::SeqCst);
+    broker.publish_payment("held").await;
+
+    let running = start(inbox, &probe, broker.config());
+    eventually("the handler running", || async { probe.runs("held") == 1 }).await;
+    // The connection drops while the delivery is in the handler: the effects
+    // commit, the ack cannot be sent, the broker redelivers the message.
+    assert_eq!(
+        close_connections_named(&consumer),
+        1,
+        "one connection closed"
+    );
+    probe.gate_closed.store(false, Ordering::SeqCst);
+    eventually("the redelivery of the unacked message", || async {
+        probe.decodes() >= 2
+    })
+    .await;
+    broker.publish_payment("after").await;
+    eventually("the event published after the reconnect", || async {
+        count(db, "SELECT COUNT(*) FROM effects WHERE event_id = 'after'").await == 1
+    })
+    .await;
+    let stats = running.stop().await;
+
+    assert_eq!(probe.runs("held"), 1, "the redelivery was a duplicate");
+    assert_eq!(
+        count(db, "SELECT COUNT(*) FROM effects WHERE event_id = 'held'").await,
+        1
+    );
+    assert_eq!((stats.processed, stats.duplicates), (2, 1), "{stats:?}");
+    assert_eq!(broker.message_count(&broker.queue).await, 0, "all acked");
+}
+
+macro_rules! scenarios {
+    ($backend:ident, $make:path, [$($scenario:ident),* $(,)?]) => {
+        mod $backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $scenario() {
+                    super::$scenario(&$make().await).await;
+                }
+            )*
+        }
+    };
+}
+
+scenarios!(
+    postgres,
+    outbox_testkit::postgres,
+    [
+        triple_delivery_in_shuffled_order_applies_each_event_once,
+        racing_duplicates_through_two_consumers_apply_once,
+        a_failing_handler_is_retried_and_applied_once,
+        poison_goes_to_the_dead_letter_queue_and_consuming_continues,
+        exhausted_attempts_go_to_the_dead_letter_queue,
+        a_lost_connection_is_reopened_and_unacked_messages_dedup,
+    ]
+);
+scenarios!(
+    mysql,
+    outbox_testkit::mysql,
+    [triple_delivery_in_shuffled_order_applies_each_event_once]
+);
+scenarios!(
+    sqlite,
+    outbox_testkit::sqlite,
+    [triple_delivery_in_shuffled_order_applies_each_event_once]
+);
