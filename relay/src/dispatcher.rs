@@ -2,7 +2,7 @@
 //! partitions, publish them in waves, mark the acknowledged ones published
 //! (overlapped with the next batch) and record the failures.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,10 +55,21 @@ struct BatchOutcome {
     published: Vec<i64>,
     rejected: Vec<(ClaimedEvent, String)>,
     unavailable: usize,
+    /// Aggregates with an event that failed or was left unsent: their later
+    /// events must wait for the next fetch, which sees why.
+    blocked: HashSet<AggregateKey>,
 }
 
-/// The ids a marking task was given, and how many rows it marked.
-type MarkResult = (Vec<i64>, Result<u64, Error>);
+/// A mark in flight: the ids it was given and its task, which returns the
+/// rows it marked.
+type MarkInFlight = (Vec<i64>, JoinHandle<Result<u64, Error>>);
+
+/// A batch fetched ahead, and the leases it was fetched under: it is used
+/// only while exactly those leases are held.
+struct Prefetched {
+    leases: Vec<Lease>,
+    events: Vec<ClaimedEvent>,
+}
 
 /// The batch loop of one relay instance.
 pub struct Dispatcher {
@@ -71,11 +82,16 @@ pub struct Dispatcher {
     totals: DispatchTotals,
     /// Published, not yet marked: left out of the next fetch.
     unmarked: HashSet<i64>,
-    marking: Option<JoinHandle<MarkResult>>,
+    /// Marks in flight, oldest first.
+    marking: VecDeque<MarkInFlight>,
     /// Highest id published per aggregate, to notice events committed out
     /// of id order (see [`Dispatcher::note_commit_order`]).
     last_published: HashMap<AggregateKey, i64>,
 }
+
+/// Marks of earlier batches that may run while the next batch publishes:
+/// each is one fenced `UPDATE`, so several overlap on the database.
+const MAX_MARKS_IN_FLIGHT: usize = 3;
 
 /// Aggregates remembered for the commit-order check before the memory is
 /// cleared.
@@ -100,7 +116,7 @@ impl Dispatcher {
             partition_count,
             totals: DispatchTotals::default(),
             unmarked: HashSet::new(),
-            marking: None,
+            marking: VecDeque::new(),
             last_published: HashMap::new(),
         }
     }
@@ -111,10 +127,13 @@ impl Dispatcher {
         let mut idle_delay = self.settings.poll_interval_min;
         let mut outage_delay = Duration::ZERO;
         let mut next_rebalance = Instant::now();
+        // The next batch, fetched while the previous one was publishing.
+        let mut prefetched: Option<Prefetched> = None;
         while !stop.is_cancelled() {
             if Instant::now() >= next_rebalance {
                 // Marks in flight are fenced by the leases they were fetched
                 // under: settle them before any lease is given up.
+                prefetched = None;
                 self.finish_marking().await;
                 if let Err(error) = self.leases.rebalance().await {
                     tracing::warn!(%error, "lease rebalance failed; retrying");
@@ -123,6 +142,7 @@ impl Dispatcher {
             }
             let snapshot = self.leases.snapshot();
             if snapshot.leases.is_empty() || !snapshot.valid_for(self.settings.publish_timeout) {
+                prefetched = None;
                 self.pause(
                     &stop,
                     self.settings
@@ -132,13 +152,17 @@ impl Dispatcher {
                 .await;
                 continue;
             }
-            let fetched = match self.fetch(&snapshot.partitions()).await {
-                Ok(fetched) => fetched,
-                Err(error) => {
-                    tracing::warn!(%error, "fetching pending events failed");
-                    self.pause(&stop, self.settings.poll_interval_max).await;
-                    continue;
-                }
+            let partitions = snapshot.partitions();
+            let fetched = match prefetched.take() {
+                Some(next) if next.leases == snapshot.leases => next.events,
+                _ => match self.fetch(&partitions).await {
+                    Ok(fetched) => fetched,
+                    Err(error) => {
+                        tracing::warn!(%error, "fetching pending events failed");
+                        self.pause(&stop, self.settings.poll_interval_max).await;
+                        continue;
+                    }
+                },
             };
             if fetched.is_empty() {
                 self.pause(&stop, idle_delay).await;
@@ -148,8 +172,28 @@ impl Dispatcher {
             idle_delay = self.settings.poll_interval_min;
             let full_batch = fetched.len() as i64 >= self.settings.batch_size;
             let fetched_count = fetched.len();
-            let outcome = self.publish_batch(fetched, &snapshot.leases, &stop).await;
+            let (outcome, next) = if full_batch {
+                // More is waiting: fetch the next batch while this one
+                // publishes, leaving out this batch and the unmarked ones.
+                let prefetch = self.prefetch(snapshot.leases.clone(), &fetched);
+                tokio::join!(
+                    self.publish_batch(fetched, &snapshot.leases, &stop),
+                    prefetch
+                )
+            } else {
+                (
+                    self.publish_batch(fetched, &snapshot.leases, &stop).await,
+                    None,
+                )
+            };
             let all_unavailable = outcome.unavailable == fetched_count;
+            if let Some(mut next) = next.filter(|_| !all_unavailable) {
+                // The prefetch ran before this batch's failures were recorded:
+                // hold back what follows a failed or unsent event here.
+                next.events
+                    .retain(|claimed| !outcome.blocked.contains(&aggregate_key(claimed)));
+                prefetched = Some(next).filter(|next| !next.events.is_empty());
+            }
             self.settle(outcome, snapshot.leases).await;
             if all_unavailable {
                 outage_delay = next_outage_delay(outage_delay, self.settings.poll_interval_max);
@@ -191,6 +235,39 @@ impl Dispatcher {
             .await
     }
 
+    /// A future fetching the batch after `current`, owning what it needs so
+    /// it can run beside [`Dispatcher::publish_batch`]. A failed prefetch is
+    /// logged and yields nothing; the loop then fetches as usual.
+    fn prefetch(
+        &self,
+        leases: Vec<Lease>,
+        current: &[ClaimedEvent],
+    ) -> impl std::future::Future<Output = Option<Prefetched>> + use<> {
+        let store = Arc::clone(&self.store);
+        let partitions: Vec<i32> = leases.iter().map(|lease| lease.partition_no).collect();
+        let exclude: Vec<i64> = self
+            .unmarked
+            .iter()
+            .copied()
+            .chain(current.iter().map(|claimed| claimed.event.id))
+            .collect();
+        let partition_count = self.partition_count;
+        let hold_dead = self.settings.hold_dead;
+        let limit = self.settings.batch_size;
+        async move {
+            match store
+                .fetch_pending(partition_count, &partitions, &exclude, hold_dead, limit)
+                .await
+            {
+                Ok(events) => Some(Prefetched { leases, events }),
+                Err(error) => {
+                    tracing::warn!(%error, "prefetching the next batch failed");
+                    None
+                }
+            }
+        }
+    }
+
     /// Publish a batch wave by wave. After a failure, the later events of
     /// the same aggregate stay unsent; after a wave the broker could not
     /// take at all, nothing more is sent.
@@ -203,13 +280,13 @@ impl Dispatcher {
         let batch_size = batch.len();
         let started = Instant::now();
         let mut outcome = BatchOutcome::default();
-        let mut blocked: HashSet<AggregateKey> = HashSet::new();
         let waves = split_into_waves(batch);
         let wave_count = waves.len();
-        for (wave_index, wave) in waves.into_iter().enumerate() {
+        let mut waves = waves.into_iter().enumerate();
+        while let Some((wave_index, wave)) = waves.next() {
             let wave: Vec<ClaimedEvent> = wave
                 .into_iter()
-                .filter(|claimed| !blocked.contains(&aggregate_key(claimed)))
+                .filter(|claimed| !outcome.blocked.contains(&aggregate_key(claimed)))
                 .collect();
             if wave.is_empty() {
                 continue;
@@ -220,6 +297,7 @@ impl Dispatcher {
                     wave_index,
                     "stop requested; leaving the rest of the batch for later"
                 );
+                block_unsent(&mut outcome.blocked, &wave, waves);
                 break;
             }
             if !self
@@ -231,6 +309,7 @@ impl Dispatcher {
                     wave_index,
                     "lease too close to expiry; leaving the rest of the batch for later"
                 );
+                block_unsent(&mut outcome.blocked, &wave, waves);
                 break;
             }
             self.note_commit_order(&wave);
@@ -249,7 +328,7 @@ impl Dispatcher {
                         outcome.published.push(published_id);
                     }
                     Err(failure) => {
-                        blocked.insert(aggregate_key(&claimed));
+                        outcome.blocked.insert(aggregate_key(&claimed));
                         match failure {
                             PublishFailure::Unavailable(message) => {
                                 wave_unavailable += 1;
@@ -264,6 +343,7 @@ impl Dispatcher {
             }
             outcome.unavailable += wave_unavailable;
             if wave_unavailable > 0 && outcome.published.is_empty() && outcome.rejected.is_empty() {
+                block_unsent(&mut outcome.blocked, &[], waves);
                 break;
             }
         }
@@ -315,58 +395,63 @@ impl Dispatcher {
     }
 
     /// Record failures now; mark successes in the background, overlapped
-    /// with the next batch.
+    /// with the next batches.
     async fn settle(&mut self, outcome: BatchOutcome, leases: Vec<Lease>) {
         if !outcome.rejected.is_empty() {
             self.record_rejections(&outcome.rejected, &leases).await;
         }
-        self.finish_marking().await;
         if outcome.published.is_empty() {
             return;
+        }
+        while self.marking.len() >= MAX_MARKS_IN_FLIGHT {
+            self.settle_oldest_mark().await;
         }
         self.unmarked.extend(outcome.published.iter().copied());
         let store = Arc::clone(&self.store);
         let relay_id = self.leases.relay_id().to_owned();
         let partition_count = self.partition_count;
         let ids = outcome.published;
-        self.marking = Some(tokio::spawn(async move {
-            let result = store
-                .mark_published(&relay_id, partition_count, &leases, &ids)
-                .await;
-            (ids, result)
-        }));
+        let task_ids = ids.clone();
+        let task = tokio::spawn(async move {
+            store
+                .mark_published(&relay_id, partition_count, &leases, &task_ids)
+                .await
+        });
+        self.marking.push_back((ids, task));
     }
 
-    /// Wait for the marks in flight and account for them.
+    /// Wait for every mark in flight and account for it.
     async fn finish_marking(&mut self) {
-        let Some(marking) = self.marking.take() else {
+        while !self.marking.is_empty() {
+            self.settle_oldest_mark().await;
+        }
+    }
+
+    /// Wait for the oldest mark in flight and account for it.
+    async fn settle_oldest_mark(&mut self) {
+        let Some((ids, task)) = self.marking.pop_front() else {
             return;
         };
-        match marking.await {
-            Ok((ids, result)) => {
-                for id in &ids {
-                    self.unmarked.remove(id);
-                }
-                match result {
-                    Ok(marked) => {
-                        self.totals.published += marked;
-                        let stale = ids.len() as u64 - marked.min(ids.len() as u64);
-                        if stale > 0 {
-                            self.totals.stale_marks += stale;
-                            tracing::warn!(
-                                stale,
-                                "published events not marked: their partition lease was lost (they will be published again)"
-                            );
-                        }
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, events = ids.len(), "marking published events failed; they will be published again");
-                    }
+        for id in &ids {
+            self.unmarked.remove(id);
+        }
+        match task.await {
+            Ok(Ok(marked)) => {
+                self.totals.published += marked;
+                let stale = ids.len() as u64 - marked.min(ids.len() as u64);
+                if stale > 0 {
+                    self.totals.stale_marks += stale;
+                    tracing::warn!(
+                        stale,
+                        "published events not marked: their partition lease was lost (they will be published again)"
+                    );
                 }
             }
+            Ok(Err(error)) => {
+                tracing::warn!(%error, events = ids.len(), "marking published events failed; they will be published again");
+            }
             Err(error) => {
-                tracing::error!(%error, "the marking task failed");
-                self.unmarked.clear();
+                tracing::error!(%error, events = ids.len(), "the marking task failed; the events will be published again");
             }
         }
     }
@@ -424,6 +509,19 @@ impl Dispatcher {
                 tracing::warn!(%error, "recording failed attempts failed; the events stay pending")
             }
         }
+    }
+}
+
+/// Block the aggregates of events that stay unsent: `wave` and every wave
+/// after it.
+fn block_unsent(
+    blocked: &mut HashSet<AggregateKey>,
+    wave: &[ClaimedEvent],
+    later_waves: impl Iterator<Item = (usize, Vec<ClaimedEvent>)>,
+) {
+    blocked.extend(wave.iter().map(aggregate_key));
+    for (_, later) in later_waves {
+        blocked.extend(later.iter().map(aggregate_key));
     }
 }
 

@@ -212,10 +212,11 @@ async fn sigterm_exits_zero_and_releases_every_lease() {
     check_delivery(&enqueued, &collected.snapshot());
 }
 
-/// Enqueue, in this order: `bad` aggregate to `bad_exchange`, then 200
-/// events over 20 good aggregates and one more `bad` aggregate event, all to
-/// `good_exchange`. Returns the event ids of the good events and of the
-/// later `bad` one.
+/// Enqueue, in this order: one `bad` aggregate event to `bad_exchange`,
+/// 15 events over good aggregates, one more `bad` aggregate event, then 185
+/// more good ones, all but the first to `good_exchange`. With batches of
+/// 10, the later `bad` event lands in the batch fetched while the first one
+/// fails. Returns the good event ids and the later `bad` one.
 async fn enqueue_with_a_rejected_event(
     db: &TestDatabase<sqlx::Postgres>,
     bad_exchange: &str,
@@ -223,39 +224,29 @@ async fn enqueue_with_a_rejected_event(
 ) -> (Vec<uuid::Uuid>, uuid::Uuid) {
     let payload =
         || serde_json::value::to_raw_value(&serde_json::json!({"n": 1})).expect("payload");
-    let mut tx = db.pool().begin().await.expect("begin");
-    let mut messages = vec![outbox::OutboxMessage::new(
-        "shipment.moved",
-        "/shipments",
-        "shipment",
-        "bad",
-        bad_exchange,
-        payload(),
-    )];
-    for n in 0..200 {
-        messages.push(outbox::OutboxMessage::new(
+    let message = |aggregate_id: String, exchange: &str| {
+        outbox::OutboxMessage::new(
             "shipment.moved",
             "/shipments",
             "shipment",
-            format!("good-{}", n % 20),
-            good_exchange,
+            aggregate_id,
+            exchange,
             payload(),
-        ));
-    }
-    messages.push(outbox::OutboxMessage::new(
-        "shipment.moved",
-        "/shipments",
-        "shipment",
-        "bad",
-        good_exchange,
-        payload(),
-    ));
+        )
+    };
+    let mut messages = vec![message("bad".to_owned(), bad_exchange)];
+    messages.extend((0..15).map(|n| message(format!("good-{}", n % 20), good_exchange)));
+    messages.push(message("bad".to_owned(), good_exchange));
+    messages.extend((15..200).map(|n| message(format!("good-{}", n % 20), good_exchange)));
+    let mut tx = db.pool().begin().await.expect("begin");
     let ids = outbox::OutboxWriter::new()
         .enqueue_messages(&mut tx, messages)
         .await
         .expect("enqueue");
     tx.commit().await.expect("commit");
-    (ids[1..201].to_vec(), ids[201])
+    let later_bad = ids[16];
+    let good = ids[1..16].iter().chain(&ids[17..]).copied().collect();
+    (good, later_bad)
 }
 
 async fn rejected_event_is_dead_lettered(
@@ -269,7 +260,12 @@ async fn rejected_event_is_dead_lettered(
     let (good, later_bad) =
         enqueue_with_a_rejected_event(&db, &missing_exchange, &good_exchange).await;
 
-    let config = format!("{FAST_CONFIG}\n[dead_letter]\npolicy = \"{policy}\"\n");
+    // Small batches: the events after the rejected one come in later,
+    // prefetched batches, which must hold its aggregate back too.
+    let config = format!(
+        "{}\n[dead_letter]\npolicy = \"{policy}\"\n",
+        FAST_CONFIG.replace("batch_size = 500", "batch_size = 10")
+    );
     let _relay = RelayProcess::spawn(db.url(), &amqp_url(), &config);
     assert!(
         wait_until(Duration::from_secs(60), || async {
