@@ -6,8 +6,7 @@
 //! instance has taken the partition over (or the lease has expired).
 
 mod mysql;
-mod postgres;
-mod sqlite;
+mod returning;
 
 use std::time::Duration;
 
@@ -16,8 +15,7 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 
 pub use mysql::MySqlStore;
-pub use postgres::PostgresStore;
-pub use sqlite::SqliteStore;
+pub use returning::{PostgresStore, SqliteStore};
 
 use crate::{Error, OutboundEvent};
 
@@ -217,6 +215,24 @@ pub trait OutboxStore: Send + Sync {
 
     /// Delete matching dead events.
     fn discard_dead<'a>(&'a self, selector: &'a DeadSelector) -> BoxFuture<'a, Result<u64, Error>>;
+}
+
+/// The three optional filters of the dead-event statements.
+pub(crate) fn selector_binds(
+    selector: &DeadSelector,
+) -> (Option<&str>, Option<&str>, Option<&str>) {
+    match selector {
+        DeadSelector::EventId(event_id) => (Some(event_id.as_str()), None, None),
+        DeadSelector::Aggregate {
+            aggregate_type,
+            aggregate_id,
+        } => (
+            None,
+            Some(aggregate_type.as_str()),
+            Some(aggregate_id.as_str()),
+        ),
+        DeadSelector::All => (None, None, None),
+    }
 }
 
 /// JSON array of leases, the form the fenced statements take them in.

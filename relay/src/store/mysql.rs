@@ -12,7 +12,7 @@ use sqlx::{MySqlPool, Row};
 
 use super::{
     ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, OutboxStatus, OutboxStore,
-    integers_json, leases_json, parse_headers,
+    integers_json, leases_json, parse_headers, selector_binds,
 };
 use crate::{Error, OutboundEvent};
 
@@ -109,22 +109,6 @@ fn dead_from_row(row: &MySqlRow) -> Result<DeadEvent, sqlx::Error> {
         attempts: row.try_get("attempts")?,
         last_error: row.try_get("last_error")?,
     })
-}
-
-/// The optional filters of the dead-event statements.
-fn selector_binds(selector: &DeadSelector) -> (Option<&str>, Option<&str>, Option<&str>) {
-    match selector {
-        DeadSelector::EventId(event_id) => (Some(event_id.as_str()), None, None),
-        DeadSelector::Aggregate {
-            aggregate_type,
-            aggregate_id,
-        } => (
-            None,
-            Some(aggregate_type.as_str()),
-            Some(aggregate_id.as_str()),
-        ),
-        DeadSelector::All => (None, None, None),
-    }
 }
 
 impl OutboxStore for MySqlStore {

@@ -4,7 +4,7 @@
 -- Pending, due events in id order. An event is skipped while an earlier
 -- event of its aggregate waits for a retry (or is dead, under the hold
 -- policy); the probe uses the small partial index outbox_events_failed_idx.
-SELECT e.id, e.event_id, e.event_type, e.event_version, e.source, e.aggregate_type, e.aggregate_id,
+SELECT e.id, e.event_id::text AS event_id, e.event_type, e.event_version, e.source, e.aggregate_type, e.aggregate_id,
        e.topic, e.payload::text AS payload, e.headers::text AS headers, e.created_at, e.attempts,
        e.partition_key % $1 AS partition_no
 FROM outbox_events AS e
