@@ -242,8 +242,16 @@ pub async fn rabbitmq_exchange_consumer(exchange: &str) -> Collected {
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             };
-            while let Some(delivery) = consumer.next().await {
-                let Ok(delivery) = delivery else { break };
+            loop {
+                // A consumer stream may stay silent instead of ending when
+                // the broker goes away: check the connection while idle.
+                let delivery =
+                    match tokio::time::timeout(Duration::from_secs(1), consumer.next()).await {
+                        Ok(Some(Ok(delivery))) => delivery,
+                        Ok(Some(Err(_)) | None) => break,
+                        Err(_) if active.status().connected() => continue,
+                        Err(_) => break,
+                    };
                 let properties = &delivery.properties;
                 let headers: HashMap<String, String> = properties
                     .headers()
@@ -271,7 +279,16 @@ pub async fn rabbitmq_exchange_consumer(exchange: &str) -> Collected {
                         .unwrap_or(serde_json::Value::Null),
                     headers,
                 });
-                let _ = delivery.ack(BasicAckOptions::default()).await;
+                // An ack on a dying connection may never complete; the broker
+                // then redelivers, which the tests count as a duplicate.
+                let acked = tokio::time::timeout(
+                    Duration::from_secs(2),
+                    delivery.ack(BasicAckOptions::default()),
+                )
+                .await;
+                if !matches!(acked, Ok(Ok(_))) {
+                    break;
+                }
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
