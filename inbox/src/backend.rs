@@ -42,139 +42,63 @@ pub trait InboxBackend: outbox::Backend + sealed::Sealed {
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'p;
 }
 
-impl InboxBackend for Postgres {
-    async fn record_message<'c>(
-        connection: &'c mut PgConnection,
-        consumer: &'c str,
-        event_id: &'c str,
-    ) -> Result<bool, sqlx::Error> {
-        let result = sqlx::query(include_str!("sql/postgres/record_message.sql"))
-            .bind(consumer)
-            .bind(event_id)
-            .execute(connection)
-            .await?;
-        Ok(result.rows_affected() == 1)
-    }
+/// Implement [`InboxBackend`] for one database; the statements differ by
+/// backend only in the SQL files they load.
+macro_rules! impl_inbox_backend {
+    ($database:ty, $connection:ty, $dir:literal) => {
+        impl InboxBackend for $database {
+            async fn record_message<'c>(
+                connection: &'c mut $connection,
+                consumer: &'c str,
+                event_id: &'c str,
+            ) -> Result<bool, sqlx::Error> {
+                let result =
+                    sqlx::query(include_str!(concat!("sql/", $dir, "/record_message.sql")))
+                        .bind(consumer)
+                        .bind(event_id)
+                        .execute(connection)
+                        .await?;
+                Ok(result.rows_affected() == 1)
+            }
 
-    async fn prune_older_than<'p>(
-        pool: &'p Pool<Self>,
-        consumer: &'p str,
-        window: Duration,
-        limit: i64,
-    ) -> Result<u64, sqlx::Error> {
-        let result = sqlx::query(include_str!("sql/postgres/prune_older_than.sql"))
-            .bind(consumer)
-            .bind(window.as_secs_f64())
-            .bind(limit)
-            .execute(pool)
-            .await?;
-        Ok(result.rows_affected())
-    }
+            async fn prune_older_than<'p>(
+                pool: &'p Pool<Self>,
+                consumer: &'p str,
+                window: Duration,
+                limit: i64,
+            ) -> Result<u64, sqlx::Error> {
+                let result =
+                    sqlx::query(include_str!(concat!("sql/", $dir, "/prune_older_than.sql")))
+                        .bind(consumer)
+                        .bind(window.as_secs_f64())
+                        .bind(limit)
+                        .execute(pool)
+                        .await?;
+                Ok(result.rows_affected())
+            }
 
-    async fn prune_beyond_count<'p>(
-        pool: &'p Pool<Self>,
-        consumer: &'p str,
-        keep: i64,
-        limit: i64,
-    ) -> Result<u64, sqlx::Error> {
-        let result = sqlx::query(include_str!("sql/postgres/prune_beyond_count.sql"))
-            .bind(consumer)
-            .bind(keep)
-            .bind(limit)
-            .execute(pool)
-            .await?;
-        Ok(result.rows_affected())
-    }
+            async fn prune_beyond_count<'p>(
+                pool: &'p Pool<Self>,
+                consumer: &'p str,
+                keep: i64,
+                limit: i64,
+            ) -> Result<u64, sqlx::Error> {
+                let result = sqlx::query(include_str!(concat!(
+                    "sql/",
+                    $dir,
+                    "/prune_beyond_count.sql"
+                )))
+                .bind(consumer)
+                .bind(keep)
+                .bind(limit)
+                .execute(pool)
+                .await?;
+                Ok(result.rows_affected())
+            }
+        }
+    };
 }
 
-impl InboxBackend for MySql {
-    async fn record_message<'c>(
-        connection: &'c mut MySqlConnection,
-        consumer: &'c str,
-        event_id: &'c str,
-    ) -> Result<bool, sqlx::Error> {
-        let result = sqlx::query(include_str!("sql/mysql/record_message.sql"))
-            .bind(consumer)
-            .bind(event_id)
-            .execute(connection)
-            .await?;
-        Ok(result.rows_affected() == 1)
-    }
-
-    async fn prune_older_than<'p>(
-        pool: &'p Pool<Self>,
-        consumer: &'p str,
-        window: Duration,
-        limit: i64,
-    ) -> Result<u64, sqlx::Error> {
-        let micros = i64::try_from(window.as_micros()).unwrap_or(i64::MAX);
-        let result = sqlx::query(include_str!("sql/mysql/prune_older_than.sql"))
-            .bind(consumer)
-            .bind(micros)
-            .bind(limit)
-            .execute(pool)
-            .await?;
-        Ok(result.rows_affected())
-    }
-
-    async fn prune_beyond_count<'p>(
-        pool: &'p Pool<Self>,
-        consumer: &'p str,
-        keep: i64,
-        limit: i64,
-    ) -> Result<u64, sqlx::Error> {
-        let result = sqlx::query(include_str!("sql/mysql/prune_beyond_count.sql"))
-            .bind(consumer)
-            .bind(keep)
-            .bind(limit)
-            .bind(consumer)
-            .execute(pool)
-            .await?;
-        Ok(result.rows_affected())
-    }
-}
-
-impl InboxBackend for Sqlite {
-    async fn record_message<'c>(
-        connection: &'c mut SqliteConnection,
-        consumer: &'c str,
-        event_id: &'c str,
-    ) -> Result<bool, sqlx::Error> {
-        let result = sqlx::query(include_str!("sql/sqlite/record_message.sql"))
-            .bind(consumer)
-            .bind(event_id)
-            .execute(connection)
-            .await?;
-        Ok(result.rows_affected() == 1)
-    }
-
-    async fn prune_older_than<'p>(
-        pool: &'p Pool<Self>,
-        consumer: &'p str,
-        window: Duration,
-        limit: i64,
-    ) -> Result<u64, sqlx::Error> {
-        let result = sqlx::query(include_str!("sql/sqlite/prune_older_than.sql"))
-            .bind(consumer)
-            .bind(window.as_secs_f64())
-            .bind(limit)
-            .execute(pool)
-            .await?;
-        Ok(result.rows_affected())
-    }
-
-    async fn prune_beyond_count<'p>(
-        pool: &'p Pool<Self>,
-        consumer: &'p str,
-        keep: i64,
-        limit: i64,
-    ) -> Result<u64, sqlx::Error> {
-        let result = sqlx::query(include_str!("sql/sqlite/prune_beyond_count.sql"))
-            .bind(consumer)
-            .bind(keep)
-            .bind(limit)
-            .execute(pool)
-            .await?;
-        Ok(result.rows_affected())
-    }
-}
+impl_inbox_backend!(Postgres, PgConnection, "postgres");
+impl_inbox_backend!(MySql, MySqlConnection, "mysql");
+impl_inbox_backend!(Sqlite, SqliteConnection, "sqlite");
