@@ -251,7 +251,12 @@ async fn enqueue_with_a_rejected_event(
 
 async fn rejected_event_is_dead_lettered(
     policy: &str,
-) -> (TestDatabase<sqlx::Postgres>, Collected, uuid::Uuid) {
+) -> (
+    TestDatabase<sqlx::Postgres>,
+    Collected,
+    uuid::Uuid,
+    RelayProcess,
+) {
     let db = outbox_testkit::postgres().await;
     let good_exchange = unique_name("good");
     let missing_exchange = unique_name("never-declared");
@@ -266,7 +271,7 @@ async fn rejected_event_is_dead_lettered(
         "{}\n[dead_letter]\npolicy = \"{policy}\"\n",
         FAST_CONFIG.replace("batch_size = 500", "batch_size = 10")
     );
-    let _relay = RelayProcess::spawn(db.url(), &amqp_url(), &config);
+    let relay = RelayProcess::spawn(db.url(), &amqp_url(), &config);
     assert!(
         wait_until(Duration::from_secs(60), || async {
             count(
@@ -303,12 +308,13 @@ async fn rejected_event_is_dead_lettered(
         1,
         "the dead event keeps its attempts and its last error"
     );
-    (db, collected, later_bad)
+    (db, collected, later_bad, relay)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_always_rejected_event_is_dead_lettered_and_holds_its_aggregate() {
-    let (db, collected, later_bad) = rejected_event_is_dead_lettered("hold").await;
+    // The relay keeps running through the checks below.
+    let (db, collected, later_bad, _relay) = rejected_event_is_dead_lettered("hold").await;
     // Give the relay time to (wrongly) publish the held event.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let received: HashSet<String> = collected
@@ -328,7 +334,7 @@ async fn an_always_rejected_event_is_dead_lettered_and_holds_its_aggregate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn under_the_skip_policy_a_dead_event_lets_its_aggregate_continue() {
-    let (_db, collected, later_bad) = rejected_event_is_dead_lettered("skip").await;
+    let (_db, collected, later_bad, _relay) = rejected_event_is_dead_lettered("skip").await;
     assert!(
         wait_until(Duration::from_secs(30), || async {
             collected
