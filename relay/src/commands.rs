@@ -9,6 +9,8 @@ use crate::cli::{Command, DatabaseArgs, DeadAction, DeadSelection};
 use crate::config::{DeadLetterPolicy, RelayConfig};
 use crate::connect::open_store;
 use crate::database_url::{DatabaseUrl, resolve_database_url};
+use crate::http::{HttpEndpoint, HttpState};
+use crate::metrics::RelayMetrics;
 use crate::publish::Publisher;
 use crate::publishers::build_publisher;
 use crate::store::{DeadSelector, OutboxStatus};
@@ -66,11 +68,24 @@ async fn run(
     skip_migrate: bool,
 ) -> Result<(), Error> {
     let relay_id = config.instance_id.clone().unwrap_or_else(default_relay_id);
+    // Bind first: a taken port is a configuration error, reported before
+    // anything connects or is claimed.
+    let endpoint = HttpEndpoint::bind(config.http.listen).await?;
     let publisher: Arc<dyn Publisher> = build_publisher(&broker_url, &config).await?;
     let opened = open_store(&database_url).await?;
     if !skip_migrate {
         opened.store.migrate().await?;
     }
+    let metrics = Arc::new(RelayMetrics::new());
+    let http_stop = CancellationToken::new();
+    let http_task = endpoint.serve(
+        HttpState {
+            store: Arc::clone(&opened.store),
+            publisher: Arc::clone(&publisher),
+            metrics: Arc::clone(&metrics),
+        },
+        http_stop.clone(),
+    );
     tracing::info!(
         relay_id = %relay_id,
         database = %database_url,
@@ -81,13 +96,29 @@ async fn run(
     let stop = CancellationToken::new();
     let wakeup = opened.wakeup(&stop);
     let settings = relay_settings(relay_id, &config);
-    let relay = Relay::new(Arc::clone(&opened.store), publisher, settings).with_wakeup(wakeup);
-    let relay_task = tokio::spawn(relay.run(stop.clone()));
+    let relay = Relay::new(Arc::clone(&opened.store), publisher, settings)
+        .with_wakeup(wakeup)
+        .with_metrics(metrics);
+    let mut relay_task = tokio::spawn(relay.run(stop.clone()));
 
-    wait_for_signal().await?;
+    tokio::select! {
+        signalled = wait_for_signal() => signalled?,
+        // The relay ends on its own only when it cannot start.
+        ended = &mut relay_task => {
+            http_stop.cancel();
+            stop_http_endpoint(http_task).await;
+            return match ended {
+                Ok(result) => result.map(|_| ()),
+                Err(join_error) => Err(Error::Shutdown(format!("the relay task failed: {join_error}"))),
+            };
+        }
+    }
     tracing::info!("stop requested; finishing the batch in flight");
     stop.cancel();
-    match tokio::time::timeout(config.shutdown_timeout, relay_task).await {
+    let stopped = tokio::time::timeout(config.shutdown_timeout, relay_task).await;
+    http_stop.cancel();
+    stop_http_endpoint(http_task).await;
+    match stopped {
         Ok(Ok(result)) => result.map(|_| ()),
         Ok(Err(join_error)) => Err(Error::Shutdown(format!(
             "the relay task failed: {join_error}"
@@ -104,6 +135,20 @@ async fn run(
         }
     }
 }
+
+/// Wait briefly for the HTTP endpoint to close its connections, then drop
+/// whatever a scraper still holds open.
+async fn stop_http_endpoint(task: tokio::task::JoinHandle<()>) {
+    let abort = task.abort_handle();
+    match tokio::time::timeout(HTTP_STOP_TIMEOUT, task).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::warn!(%error, "the http endpoint task failed"),
+        Err(_) => abort.abort(),
+    }
+}
+
+/// How long a stop waits for the HTTP endpoint's open connections.
+const HTTP_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The relay's settings from its configuration.
 pub fn relay_settings(relay_id: String, config: &RelayConfig) -> RelaySettings {

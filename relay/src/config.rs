@@ -40,10 +40,12 @@ pub struct RelayConfig {
     #[serde(deserialize_with = "deserialize_duration")]
     pub lease_duration: Duration,
 
-    /// How long one batch may wait for the broker's acknowledgements before
-    /// its unacknowledged events count as failed. Must be less than half of
-    /// `lease_duration`, so a batch always completes while its lease is
-    /// still held. Default `"10s"`.
+    /// The longest one wave of a batch may take to be acknowledged. A wave
+    /// is sent only while the partition leases stay valid at least this
+    /// long, and the clients' own acknowledgement waits
+    /// (`kafka.message_timeout`, `amqp.confirm_timeout`) must be shorter,
+    /// so every acknowledgement arrives while the lease is held. Less than
+    /// half of `lease_duration`. Default `"10s"`.
     #[serde(deserialize_with = "deserialize_duration")]
     pub publish_timeout: Duration,
 

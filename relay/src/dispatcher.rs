@@ -9,9 +9,11 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::Error;
 use crate::leases::LeaseKeeper;
+use crate::metrics::RelayMetrics;
 use crate::publish::{PublishFailure, Publisher};
 use crate::retry::RetryPolicy;
 use crate::store::{ClaimedEvent, FailedAttempt, Lease, OutboxStore};
@@ -79,6 +81,7 @@ pub struct Dispatcher {
     wakeup: Wakeup,
     settings: DispatchSettings,
     partition_count: i32,
+    metrics: Arc<RelayMetrics>,
     totals: DispatchTotals,
     /// Published, not yet marked: left out of the next fetch.
     unmarked: HashSet<i64>,
@@ -106,6 +109,7 @@ impl Dispatcher {
         wakeup: Wakeup,
         settings: DispatchSettings,
         partition_count: i32,
+        metrics: Arc<RelayMetrics>,
     ) -> Self {
         Dispatcher {
             store,
@@ -114,6 +118,7 @@ impl Dispatcher {
             wakeup,
             settings,
             partition_count,
+            metrics,
             totals: DispatchTotals::default(),
             unmarked: HashSet::new(),
             marking: VecDeque::new(),
@@ -141,6 +146,7 @@ impl Dispatcher {
                 next_rebalance = Instant::now() + self.leases.renew_interval();
             }
             let snapshot = self.leases.snapshot();
+            self.metrics.set_leases_held(snapshot.leases.len());
             if snapshot.leases.is_empty() || !snapshot.valid_for(self.settings.publish_timeout) {
                 prefetched = None;
                 self.pause(
@@ -268,10 +274,38 @@ impl Dispatcher {
         }
     }
 
+    /// Publish a batch in its own `batch` span, which records the batch's
+    /// counts once it is done.
+    async fn publish_batch(
+        &mut self,
+        batch: Vec<ClaimedEvent>,
+        leases: &[Lease],
+        stop: &CancellationToken,
+    ) -> BatchOutcome {
+        let span = tracing::info_span!(
+            "batch",
+            events = batch.len(),
+            leases = leases.len(),
+            published = tracing::field::Empty,
+            rejected = tracing::field::Empty,
+            unavailable = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let outcome = self
+            .publish_waves(batch, leases, stop)
+            .instrument(span.clone())
+            .await;
+        self.metrics.observe_batch_publish(started.elapsed());
+        span.record("published", outcome.published.len());
+        span.record("rejected", outcome.rejected.len());
+        span.record("unavailable", outcome.unavailable);
+        outcome
+    }
+
     /// Publish a batch wave by wave. After a failure, the later events of
     /// the same aggregate stay unsent; after a wave the broker could not
     /// take at all, nothing more is sent.
-    async fn publish_batch(
+    async fn publish_waves(
         &mut self,
         batch: Vec<ClaimedEvent>,
         leases: &[Lease],
@@ -315,10 +349,14 @@ impl Dispatcher {
             self.note_commit_order(&wave);
             let events: Vec<_> = wave.iter().map(|claimed| claimed.event.clone()).collect();
             let results = self.publisher.publish(&events).await;
+            let acknowledged_at = chrono::Utc::now();
             let mut wave_unavailable = 0;
             for (claimed, result) in wave.into_iter().zip(results) {
                 match result {
                     Ok(()) => {
+                        self.metrics.record_published(&claimed.event.topic, 1);
+                        self.metrics
+                            .observe_commit_to_ack(claimed.event.created_at, acknowledged_at);
                         let published_id = claimed.event.id;
                         let highest = self
                             .last_published
@@ -328,6 +366,7 @@ impl Dispatcher {
                         outcome.published.push(published_id);
                     }
                     Err(failure) => {
+                        self.metrics.record_failed(&claimed.event.topic);
                         outcome.blocked.insert(aggregate_key(&claimed));
                         match failure {
                             PublishFailure::Unavailable(message) => {
@@ -441,6 +480,7 @@ impl Dispatcher {
                 let stale = ids.len() as u64 - marked.min(ids.len() as u64);
                 if stale > 0 {
                     self.totals.stale_marks += stale;
+                    self.metrics.record_stale_marks(stale);
                     tracing::warn!(
                         stale,
                         "published events not marked: their partition lease was lost (they will be published again)"
@@ -504,6 +544,13 @@ impl Dispatcher {
             Ok(updated) => {
                 self.totals.failed += updated;
                 self.totals.dead += dead.min(updated);
+                for ((claimed, _), failure) in rejected.iter().zip(&failures) {
+                    if failure.retry_in.is_some() {
+                        self.metrics.record_retried(&claimed.event.topic);
+                    } else {
+                        self.metrics.record_dead_lettered(&claimed.event.topic);
+                    }
+                }
             }
             Err(error) => {
                 tracing::warn!(%error, "recording failed attempts failed; the events stay pending")

@@ -67,4 +67,23 @@ pub enum Error {
     /// Output could not be encoded as JSON.
     #[error("json: {0}")]
     Json(#[from] serde_json::Error),
+
+    /// A metric could not be registered or encoded.
+    #[error("metrics: {0}")]
+    Metrics(String),
+
+    /// The HTTP endpoint could not listen on its address.
+    #[error("http endpoint {address}: {source}")]
+    HttpListen {
+        /// The `[http] listen` address.
+        address: std::net::SocketAddr,
+        /// Why binding failed.
+        source: std::io::Error,
+    },
+}
+
+impl From<prometheus::Error> for Error {
+    fn from(error: prometheus::Error) -> Self {
+        Error::Metrics(error.to_string())
+    }
 }

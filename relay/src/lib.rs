@@ -10,7 +10,9 @@ mod connect;
 pub mod database_url;
 mod dispatcher;
 mod error;
+pub mod http;
 mod leases;
+mod metrics;
 mod outbound;
 pub mod publish;
 mod publishers;
@@ -31,6 +33,7 @@ pub use database_url::{DEFAULT_DATABASE_URL, DatabaseUrl, mask_password, resolve
 pub use dispatcher::{DispatchSettings, DispatchTotals};
 pub use error::Error;
 pub use leases::{LeaseKeeper, LeaseSnapshot};
+pub use metrics::{METRICS_CONTENT_TYPE, RelayMetrics};
 pub use outbound::OutboundEvent;
 pub use publishers::build_publisher;
 pub use relay::{Relay, RelaySettings};

@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 use crate::Error;
 use crate::dispatcher::{DispatchSettings, DispatchTotals, Dispatcher};
 use crate::leases::LeaseKeeper;
+use crate::metrics::RelayMetrics;
 use crate::publish::Publisher;
 use crate::retention::{RetentionSettings, run_retention};
 use crate::store::OutboxStore;
@@ -37,6 +38,7 @@ pub struct Relay {
     publisher: Arc<dyn Publisher>,
     settings: RelaySettings,
     wakeup: Wakeup,
+    metrics: Arc<RelayMetrics>,
 }
 
 impl Relay {
@@ -51,7 +53,20 @@ impl Relay {
             publisher,
             settings,
             wakeup: Wakeup::new(),
+            metrics: Arc::new(RelayMetrics::new()),
         }
+    }
+
+    /// Record into `metrics` (e.g. ones served on the HTTP endpoint)
+    /// instead of a private set.
+    pub fn with_metrics(mut self, metrics: Arc<RelayMetrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The metrics this relay records into.
+    pub fn metrics(&self) -> &Arc<RelayMetrics> {
+        &self.metrics
     }
 
     /// Use `wakeup`, raised when events are committed.
@@ -99,14 +114,18 @@ impl Relay {
             self.wakeup.clone(),
             self.settings.dispatch.clone(),
             partition_count,
+            Arc::clone(&self.metrics),
         );
         let totals = dispatcher.run(stop).await;
 
         background_stop.cancel();
         tracker.close();
         tracker.wait().await;
-        if let Err(error) = keeper.release_all().await {
-            tracing::warn!(%error, "releasing leases failed; they expire on their own");
+        match keeper.release_all().await {
+            Ok(()) => self.metrics.set_leases_held(0),
+            Err(error) => {
+                tracing::warn!(%error, "releasing leases failed; they expire on their own")
+            }
         }
         tracing::info!(
             published = totals.published,

@@ -398,3 +398,24 @@ async fn an_event_over_the_kafka_size_limit_is_dead_lettered() {
             .any(|message| message.ce_id == ids[0].to_string())
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_that_cannot_start_exits_with_the_reason() {
+    let db = outbox_testkit::postgres().await;
+    // No migration and --skip-migrate: the partition table is missing.
+    let mut relay =
+        RelayProcess::spawn_with_args(db.url(), "stdout", FAST_CONFIG, &[], &["--skip-migrate"]);
+    let status = relay.wait_exit(Duration::from_secs(60)).unwrap_or_else(|| {
+        panic!(
+            "the relay kept running without its tables:\n{}",
+            relay.log()
+        )
+    });
+    assert!(!status.success(), "{}", relay.log());
+    let log = relay.log();
+    let last = log.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("outbox-relay: ") && last.contains("outbox_partitions"),
+        "the last line names the missing table: {last}"
+    );
+}

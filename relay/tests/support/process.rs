@@ -20,6 +20,9 @@ poll_interval_min = "5ms"
 poll_interval_max = "100ms"
 shutdown_timeout = "20s"
 
+[http]
+listen = "127.0.0.1:0"
+
 [retry]
 base_delay = "50ms"
 max_delay = "200ms"
@@ -37,6 +40,19 @@ impl RelayProcess {
     /// Start `outbox-relay run` with `config` (TOML) on `database_url` and
     /// `broker`. Its log goes to a file, shown when a test fails.
     pub fn spawn(database_url: &str, broker: &str, config: &str) -> RelayProcess {
+        Self::spawn_with_args(database_url, broker, config, &[], &[])
+    }
+
+    /// [`RelayProcess::spawn`] with `global_args` (such as `--log-format
+    /// json`) before the subcommand and `run_args` (such as
+    /// `--skip-migrate`) after it.
+    pub fn spawn_with_args(
+        database_url: &str,
+        broker: &str,
+        config: &str,
+        global_args: &[&str],
+        run_args: &[&str],
+    ) -> RelayProcess {
         let dir = std::env::temp_dir().join(format!(
             "outbox-relay-test-{}",
             uuid::Uuid::now_v7().simple()
@@ -47,6 +63,7 @@ impl RelayProcess {
         let log_path = dir.join("relay.log");
         let log = std::fs::File::create(&log_path).expect("create log");
         let child = Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
+            .args(global_args)
             .args([
                 "run",
                 "--database-url",
@@ -56,6 +73,7 @@ impl RelayProcess {
                 "--config",
             ])
             .arg(&config_path)
+            .args(run_args)
             .env("RUST_LOG", "outbox_relay=debug,info")
             .stdout(Stdio::null())
             .stderr(log)

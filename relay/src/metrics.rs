@@ -1,0 +1,237 @@
+//! [`RelayMetrics`]: the relay's Prometheus metrics.
+//!
+//! Counters and histograms are updated by the batch loop as events are
+//! acknowledged, rejected or dead-lettered. The gauges describing the
+//! table (pending events, the oldest one's age, dead events) are refreshed
+//! from the database when `/metrics` is scraped, so they hold for the whole
+//! table, whichever relay instance is asked.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use prometheus::{
+    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+
+use crate::Error;
+use crate::store::OutboxStatus;
+
+/// Buckets of the batch publish histogram, in seconds.
+const BATCH_PUBLISH_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// Buckets of the commit-to-ack histogram, in seconds: from a millisecond
+/// (a relay woken by NOTIFY) to ten minutes (events waiting out retries).
+const COMMIT_TO_ACK_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    300.0, 600.0,
+];
+
+/// The relay's metrics, all prefixed `outbox_relay_`.
+///
+/// | metric | kind | meaning |
+/// |---|---|---|
+/// | `events_published_total{topic}` | counter | events the broker acknowledged |
+/// | `events_failed_total{topic}` | counter | failed publish attempts: rejections and broker unavailability |
+/// | `events_retried_total{topic}` | counter | rejections recorded with a retry scheduled |
+/// | `events_dead_lettered_total{topic}` | counter | events moved to dead on their last attempt |
+/// | `stale_marks_total` | counter | acknowledged events whose lease was lost before they were marked (they are published again) |
+/// | `batch_publish_seconds` | histogram | one batch, from its first send to its last acknowledgement |
+/// | `commit_to_ack_seconds` | histogram | from an event's `created_at` to its acknowledgement |
+/// | `pending_events` | gauge | pending events in the table (refreshed on scrape) |
+/// | `oldest_pending_age_seconds` | gauge | age of the oldest pending event, 0 when none (refreshed on scrape) |
+/// | `dead_events` | gauge | dead events in the table (refreshed on scrape) |
+/// | `leases_held` | gauge | partitions this instance holds a lease on |
+///
+/// ```
+/// use outbox_relay::RelayMetrics;
+///
+/// let metrics = RelayMetrics::new();
+/// metrics.record_published("orders", 3);
+/// let text = metrics.encode().expect("text format");
+/// assert!(text.contains("outbox_relay_events_published_total{topic=\"orders\"} 3"));
+/// ```
+#[derive(Clone)]
+pub struct RelayMetrics {
+    registry: Registry,
+    published: IntCounterVec,
+    failed: IntCounterVec,
+    retried: IntCounterVec,
+    dead_lettered: IntCounterVec,
+    stale_marks: IntCounter,
+    batch_publish: Histogram,
+    commit_to_ack: Histogram,
+    pending: IntGauge,
+    oldest_pending_age: Gauge,
+    dead: IntGauge,
+    leases_held: IntGauge,
+}
+
+impl std::fmt::Debug for RelayMetrics {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("RelayMetrics")
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RelayMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RelayMetrics {
+    /// A fresh set of metrics in its own registry.
+    pub fn new() -> Self {
+        // Registration fails only for an invalid or repeated metric name,
+        // and these names are fixed: a failure is a bug in this file.
+        Self::register().expect("the relay's metric names are valid and unique")
+    }
+
+    fn register() -> Result<Self, Error> {
+        let registry = Registry::new_custom(Some("outbox_relay".to_owned()), None)?;
+        let by_topic = |name: &str, help: &str| -> Result<IntCounterVec, Error> {
+            let counter = IntCounterVec::new(Opts::new(name, help), &["topic"])?;
+            registry.register(Box::new(counter.clone()))?;
+            Ok(counter)
+        };
+        let published = by_topic(
+            "events_published_total",
+            "Events the broker acknowledged, by topic.",
+        )?;
+        let failed = by_topic(
+            "events_failed_total",
+            "Failed publish attempts (broker rejections and unavailability), by topic.",
+        )?;
+        let retried = by_topic(
+            "events_retried_total",
+            "Rejected events recorded with a retry scheduled, by topic.",
+        )?;
+        let dead_lettered = by_topic(
+            "events_dead_lettered_total",
+            "Events moved to dead on their last attempt, by topic.",
+        )?;
+        let stale_marks = IntCounter::new(
+            "stale_marks_total",
+            "Acknowledged events not marked published because their lease was lost; they are published again.",
+        )?;
+        registry.register(Box::new(stale_marks.clone()))?;
+        let batch_publish = Histogram::with_opts(
+            HistogramOpts::new(
+                "batch_publish_seconds",
+                "Time to publish one batch, from its first send to its last acknowledgement.",
+            )
+            .buckets(BATCH_PUBLISH_BUCKETS.to_vec()),
+        )?;
+        registry.register(Box::new(batch_publish.clone()))?;
+        let commit_to_ack = Histogram::with_opts(
+            HistogramOpts::new(
+                "commit_to_ack_seconds",
+                "Time from an event's created_at to the broker's acknowledgement.",
+            )
+            .buckets(COMMIT_TO_ACK_BUCKETS.to_vec()),
+        )?;
+        registry.register(Box::new(commit_to_ack.clone()))?;
+        let pending = IntGauge::new("pending_events", "Pending events in the outbox table.")?;
+        registry.register(Box::new(pending.clone()))?;
+        let oldest_pending_age = Gauge::new(
+            "oldest_pending_age_seconds",
+            "Age of the oldest pending event; 0 when there is none.",
+        )?;
+        registry.register(Box::new(oldest_pending_age.clone()))?;
+        let dead = IntGauge::new("dead_events", "Dead events in the outbox table.")?;
+        registry.register(Box::new(dead.clone()))?;
+        let leases_held = IntGauge::new(
+            "leases_held",
+            "Partitions this relay instance holds a lease on.",
+        )?;
+        registry.register(Box::new(leases_held.clone()))?;
+        Ok(RelayMetrics {
+            registry,
+            published,
+            failed,
+            retried,
+            dead_lettered,
+            stale_marks,
+            batch_publish,
+            commit_to_ack,
+            pending,
+            oldest_pending_age,
+            dead,
+            leases_held,
+        })
+    }
+
+    /// `count` events of `topic` acknowledged by the broker.
+    pub fn record_published(&self, topic: &str, count: u64) {
+        self.published.with_label_values(&[topic]).inc_by(count);
+    }
+
+    /// One event's commit-to-ack latency.
+    pub fn observe_commit_to_ack(&self, created_at: DateTime<Utc>, acknowledged_at: DateTime<Utc>) {
+        let seconds = (acknowledged_at - created_at)
+            .to_std()
+            .unwrap_or(Duration::ZERO)
+            .as_secs_f64();
+        self.commit_to_ack.observe(seconds);
+    }
+
+    /// A failed publish attempt of an event of `topic`.
+    pub fn record_failed(&self, topic: &str) {
+        self.failed.with_label_values(&[topic]).inc();
+    }
+
+    /// A rejected event of `topic` recorded with a retry scheduled.
+    pub fn record_retried(&self, topic: &str) {
+        self.retried.with_label_values(&[topic]).inc();
+    }
+
+    /// An event of `topic` moved to dead.
+    pub fn record_dead_lettered(&self, topic: &str) {
+        self.dead_lettered.with_label_values(&[topic]).inc();
+    }
+
+    /// `count` acknowledged events left unmarked by a lost lease.
+    pub fn record_stale_marks(&self, count: u64) {
+        self.stale_marks.inc_by(count);
+    }
+
+    /// How long one batch took to publish.
+    pub fn observe_batch_publish(&self, elapsed: Duration) {
+        self.batch_publish.observe(elapsed.as_secs_f64());
+    }
+
+    /// Partitions this instance holds now.
+    pub fn set_leases_held(&self, partitions: usize) {
+        self.leases_held
+            .set(i64::try_from(partitions).unwrap_or(i64::MAX));
+    }
+
+    /// Refresh the table gauges from a status read at `now`.
+    pub fn set_table_status(&self, status: &OutboxStatus, now: DateTime<Utc>) {
+        self.pending.set(status.pending);
+        self.dead.set(status.dead);
+        let age = status
+            .oldest_pending_at
+            .and_then(|oldest| (now - oldest).to_std().ok())
+            .unwrap_or(Duration::ZERO);
+        self.oldest_pending_age.set(age.as_secs_f64());
+    }
+
+    /// Every metric in the Prometheus text exposition format (0.0.4).
+    ///
+    /// # Errors
+    /// [`Error::Metrics`] when encoding fails (a bug).
+    pub fn encode(&self) -> Result<String, Error> {
+        let mut buffer = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut buffer)?;
+        String::from_utf8(buffer)
+            .map_err(|error| Error::Metrics(format!("metrics text is not UTF-8: {error}")))
+    }
+}
+
+/// The content type of [`RelayMetrics::encode`]'s output.
+pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
