@@ -27,6 +27,7 @@ mod invoices;
 mod topology;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use outbox_inbox::Inbox;
@@ -44,6 +45,9 @@ const CONSUMER: &str = "billing";
 /// Connections to the database: one per delivery processed at once, and
 /// the inbox pruning.
 const POOL_SIZE: u32 = 10;
+
+/// How long to wait for a database connection before giving up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -66,6 +70,7 @@ async fn main() -> ExitCode {
 async fn consume(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let pool = PgPoolOptions::new()
         .max_connections(POOL_SIZE)
+        .acquire_timeout(CONNECT_TIMEOUT)
         .connect(&config.database_url)
         .await
         .map_err(|error| format!("cannot connect to the database: {error}"))?;

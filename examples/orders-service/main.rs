@@ -22,6 +22,7 @@ mod orders;
 mod routes;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use outbox::OutboxWriter;
@@ -35,6 +36,9 @@ use crate::routes::{AppState, router};
 
 /// Connections the service keeps to the database.
 const POOL_SIZE: u32 = 10;
+
+/// How long to wait for a database connection before giving up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -57,6 +61,7 @@ async fn main() -> ExitCode {
 async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let pool = PgPoolOptions::new()
         .max_connections(POOL_SIZE)
+        .acquire_timeout(CONNECT_TIMEOUT)
         .connect(&config.database_url)
         .await
         .map_err(|error| format!("cannot connect to the database: {error}"))?;
