@@ -1,25 +1,29 @@
-//! The embedded default, no services needed: orders and their events are
-//! written to SQLite in one transaction each (one is rolled back), and the
-//! relay runs in-process, printing each committed event as a CloudEvents
-//! JSON line, exactly as `outbox-relay run` does with `--broker stdout`.
+//! `cargo run --example quickstart`
 //!
-//! ```sh
-//! cargo run --example quickstart
-//! ```
+//! The embedded default, no services needed: orders and their events are
+//! written to SQLite in one transaction each (one is rolled back); the relay
+//! runs in-process, printing each committed event as a CloudEvents JSON line
+//! on stdout, exactly as `outbox-relay run` does with `--broker stdout`; and
+//! a billing consumer reads those lines back through the inbox, recording
+//! one invoice per order. The first event is delivered twice: the second
+//! delivery is a duplicate and changes nothing. The narration goes to
+//! stderr, so stdout holds only the published events.
 
-use std::sync::Arc;
+use std::io::Write;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use outbox::Event;
+use outbox_inbox::{Inbox, IncomingEvent, Outcome};
 use outbox_relay::publish::StdoutPublisher;
 use outbox_relay::store::{OutboxStore, SqliteStore};
 use outbox_relay::{Relay, RelayConfig};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 use tokio_util::sync::CancellationToken;
 
-#[derive(Serialize, Event)]
+#[derive(Serialize, Deserialize, Event)]
 #[event(
     type = "order.created",
     version = 1,
@@ -36,6 +40,80 @@ struct OrderCreated {
 const CREATE_ORDERS: &str =
     "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, total_cents INTEGER NOT NULL)";
 const INSERT_ORDER: &str = "INSERT INTO orders (id, total_cents) VALUES (?1, ?2)";
+const CREATE_INVOICES: &str = "CREATE TABLE IF NOT EXISTS invoices \
+     (id INTEGER PRIMARY KEY, order_id TEXT NOT NULL, amount_cents INTEGER NOT NULL)";
+const INSERT_INVOICE: &str = "INSERT INTO invoices (order_id, amount_cents) VALUES (?1, ?2)";
+const INVOICES_PER_ORDER: &str =
+    "SELECT order_id, COUNT(*) FROM invoices GROUP BY order_id ORDER BY order_id";
+
+/// The consumer name the inbox records deliveries under.
+const CONSUMER: &str = "billing";
+
+/// A writer that copies everything to stdout and keeps a copy, so the
+/// events the relay prints can be read back in process.
+#[derive(Clone, Default)]
+struct TeeToStdout {
+    copy: Arc<Mutex<Vec<u8>>>,
+}
+
+impl TeeToStdout {
+    /// Everything written so far.
+    fn contents(&self) -> Vec<u8> {
+        self.copy
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl Write for TeeToStdout {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let written = std::io::stdout().write(bytes)?;
+        self.copy
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(&bytes[..written]);
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stdout().flush()
+    }
+}
+
+/// Deliver one published line to the billing inbox: record an invoice
+/// unless this event was processed before.
+async fn deliver(
+    inbox: &Inbox<sqlx::Sqlite>,
+    line: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let incoming = IncomingEvent::from_structured_json(line.as_bytes())?;
+    let order: OrderCreated = incoming.decode()?;
+    let (order_id, amount_cents) = (order.order_id.clone(), order.total_cents);
+    let outcome = inbox
+        .process(&incoming.id, |tx| {
+            Box::pin(async move {
+                sqlx::query(INSERT_INVOICE)
+                    .bind(order_id)
+                    .bind(amount_cents)
+                    .execute(&mut **tx)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await?;
+    match outcome {
+        Outcome::Processed(()) => eprintln!(
+            "event {} (order {}): processed, invoice recorded",
+            incoming.id, order.order_id
+        ),
+        Outcome::Duplicate => eprintln!(
+            "event {} (order {}): duplicate delivery, ignored",
+            incoming.id, order.order_id
+        ),
+    }
+    Ok(())
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -47,6 +125,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pool = SqlitePool::connect_with(options).await?;
     outbox::migrate(&pool).await?;
     sqlx::query(CREATE_ORDERS).execute(&pool).await?;
+    sqlx::query(CREATE_INVOICES).execute(&pool).await?;
 
     // 1. The write side: business row and event in one transaction.
     for (order_id, total_cents, commit) in [
@@ -82,9 +161,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..RelayConfig::default()
     };
     let settings = outbox_relay::commands::relay_settings("quickstart".to_owned(), &config);
+    let published = TeeToStdout::default();
     let relay = Relay::new(
         Arc::clone(&store),
-        Arc::new(StdoutPublisher::new()),
+        Arc::new(StdoutPublisher::with_writer(published.clone())),
         settings,
     );
     let stop = CancellationToken::new();
@@ -100,6 +180,32 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "\nrelay published {} event(s); pending {}, published {}, dead {}",
         totals.published, status.pending, status.published, status.dead
     );
+
+    // 3. The read side: the billing inbox consumes what was published, and
+    //    the first event arrives a second time, as at-least-once delivery
+    //    allows.
+    eprintln!("\nbilling inbox (consumer \"{CONSUMER}\"):");
+    let inbox = Inbox::new(pool.clone(), CONSUMER)?;
+    let output = String::from_utf8(published.contents())?;
+    let lines: Vec<&str> = output.lines().collect();
+    for line in &lines {
+        deliver(&inbox, line).await?;
+    }
+    if let Some(first) = lines.first() {
+        eprintln!("the first event arrives again, as at-least-once delivery allows:");
+        deliver(&inbox, first).await?;
+    }
+    let invoices: Vec<(String, i64)> = sqlx::query_as(INVOICES_PER_ORDER).fetch_all(&pool).await?;
+    let summary: Vec<String> = invoices
+        .iter()
+        .map(|(order_id, count)| format!("{order_id}: {count}"))
+        .collect();
+    eprintln!(
+        "\ninvoices per order: {} ({} deliveries)",
+        summary.join(", "),
+        lines.len() + 1
+    );
+
     pool.close().await;
     for suffix in ["", "-wal", "-shm"] {
         let mut file = path.clone().into_os_string();

@@ -82,6 +82,13 @@ pub enum DecodeError {
         supported: String,
     },
 
+    /// A structured-mode message is not a CloudEvents JSON event.
+    #[error("not a CloudEvents JSON event: {reason}")]
+    NotStructured {
+        /// What is wrong.
+        reason: String,
+    },
+
     /// The body is not JSON, or not the JSON the event type describes.
     #[error("payload of event `{event_type}` does not decode: {reason}")]
     Payload {

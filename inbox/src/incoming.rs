@@ -1,11 +1,13 @@
-//! [`IncomingEvent`]: a CloudEvent as it arrives, from Kafka headers or AMQP
-//! properties written the way the relay writes them, and its typed decoding.
+//! [`IncomingEvent`]: a CloudEvent as it arrives, from Kafka headers, AMQP
+//! properties or a CloudEvents JSON line written the way the relay writes
+//! them, and its typed decoding.
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
 use outbox::Event;
 use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 
 use crate::error::DecodeError;
 
@@ -115,6 +117,77 @@ impl IncomingEvent {
         IncomingEvent::from_attributes(attributes, body.to_vec())
     }
 
+    /// Build from one event in the CloudEvents JSON event format
+    /// (structured content mode), such as a line that `outbox-relay` writes
+    /// with `--broker stdout`.
+    ///
+    /// Every member except `data` becomes an attribute: strings as they
+    /// are, numbers and booleans as their JSON text; a `null` member is
+    /// absent. `data` becomes the payload: its JSON text, byte for byte,
+    /// when `datacontenttype` is absent or JSON (`application/json`,
+    /// `…+json`), else the string it holds. An event without `data` has an
+    /// empty payload.
+    ///
+    /// ```
+    /// use outbox_inbox::IncomingEvent;
+    ///
+    /// let line = br#"{"specversion":"1.0","id":"0192","type":"order.created","source":"/orders","datacontenttype":"application/json","data":{"total_cents":1250},"eventversion":1}"#;
+    /// let event = IncomingEvent::from_structured_json(line)?;
+    /// assert_eq!(event.id, "0192");
+    /// assert_eq!(event.data, br#"{"total_cents":1250}"#);
+    /// assert_eq!(event.event_version()?, 1);
+    /// # Ok::<(), outbox_inbox::DecodeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`DecodeError::NotStructured`] when `json` is not a JSON object, when
+    /// an attribute is an object or an array, or when the data is binary
+    /// (`data_base64`); otherwise as [`IncomingEvent::from_attributes`].
+    pub fn from_structured_json(json: &[u8]) -> Result<Self, DecodeError> {
+        let mut members: BTreeMap<String, Box<RawValue>> =
+            serde_json::from_slice(json).map_err(|error| DecodeError::NotStructured {
+                reason: format!("not a JSON object: {error}"),
+            })?;
+        if members.contains_key("data_base64") {
+            return Err(DecodeError::NotStructured {
+                reason: "binary data (`data_base64`) is not supported; events carry JSON `data`"
+                    .to_owned(),
+            });
+        }
+        let data = members.remove("data");
+        let mut attributes = BTreeMap::new();
+        for (name, raw) in members {
+            let value: serde_json::Value =
+                serde_json::from_str(raw.get()).map_err(|error| DecodeError::NotStructured {
+                    reason: format!("member `{name}` is not JSON: {error}"),
+                })?;
+            let text = match value {
+                serde_json::Value::Null => continue,
+                serde_json::Value::String(text) => text,
+                serde_json::Value::Number(number) => number.to_string(),
+                serde_json::Value::Bool(flag) => flag.to_string(),
+                serde_json::Value::Array(_) | serde_json::Value::Object(_) => {
+                    return Err(DecodeError::NotStructured {
+                        reason: format!("attribute `{name}` is not a string, number or boolean"),
+                    });
+                }
+            };
+            attributes.insert(name, text);
+        }
+        let json_data = attributes
+            .get("datacontenttype")
+            .is_none_or(|content_type| is_json_content_type(content_type));
+        let payload = match data {
+            None => Vec::new(),
+            Some(raw) if json_data => raw.get().as_bytes().to_vec(),
+            Some(raw) => match serde_json::from_str::<serde_json::Value>(raw.get()) {
+                Ok(serde_json::Value::String(text)) => text.into_bytes(),
+                _ => raw.get().as_bytes().to_vec(),
+            },
+        };
+        IncomingEvent::from_attributes(attributes, payload)
+    }
+
     /// The payload's schema version (`eventversion`), 1 when absent.
     ///
     /// # Errors
@@ -169,5 +242,78 @@ impl IncomingEvent {
             event_type: self.event_type.clone(),
             reason: error.to_string(),
         })
+    }
+}
+
+/// Whether `content_type` names JSON: `application/json`, `text/json` or a
+/// `+json` suffix, parameters (`; charset=utf-8`) ignored.
+fn is_json_content_type(content_type: &str) -> bool {
+    let media_type = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    media_type == "application/json" || media_type == "text/json" || media_type.ends_with("+json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_structured_line_keeps_its_attributes_and_data() {
+        let line = br#"{"specversion":"1.0","id":"e-1","type":"order.created","source":"/orders","datacontenttype":"application/json","time":"2024-05-01T12:00:00Z","data":{"b": 1, "a": [true]},"aggregatetype":"order","eventversion":2,"partitionkey":"o-1","sampled":true,"subject":null}"#;
+        let event = IncomingEvent::from_structured_json(line).expect("a valid event");
+        assert_eq!(event.id, "e-1");
+        assert_eq!(event.event_type, "order.created");
+        assert_eq!(event.source, "/orders");
+        assert_eq!(event.data, br#"{"b": 1, "a": [true]}"#);
+        assert_eq!(event.event_version(), Ok(2));
+        assert_eq!(event.attributes["specversion"], "1.0");
+        assert_eq!(event.attributes["time"], "2024-05-01T12:00:00Z");
+        assert_eq!(event.attributes["partitionkey"], "o-1");
+        assert_eq!(event.attributes["sampled"], "true");
+        assert!(!event.attributes.contains_key("subject"));
+        assert!(!event.attributes.contains_key("data"));
+    }
+
+    #[test]
+    fn text_data_is_the_string_it_holds() {
+        let line = br#"{"id":"e-1","type":"note","source":"/n","datacontenttype":"text/plain","data":"hello"}"#;
+        let event = IncomingEvent::from_structured_json(line).expect("a valid event");
+        assert_eq!(event.data, b"hello");
+        let no_data =
+            IncomingEvent::from_structured_json(br#"{"id":"e-2","type":"note","source":"/n"}"#)
+                .expect("a valid event");
+        assert!(no_data.data.is_empty());
+    }
+
+    #[test]
+    fn malformed_events_are_named() {
+        let not_object = IncomingEvent::from_structured_json(b"[1, 2]");
+        assert!(
+            matches!(&not_object, Err(DecodeError::NotStructured { reason }) if reason.contains("not a JSON object")),
+            "{not_object:?}"
+        );
+        let nested = IncomingEvent::from_structured_json(
+            br#"{"id":"e-1","type":"t","source":"/s","extra":{"a":1}}"#,
+        );
+        assert!(
+            matches!(&nested, Err(DecodeError::NotStructured { reason }) if reason.contains("`extra`")),
+            "{nested:?}"
+        );
+        let binary = IncomingEvent::from_structured_json(
+            br#"{"id":"e-1","type":"t","source":"/s","data_base64":"AAEC"}"#,
+        );
+        assert!(
+            matches!(&binary, Err(DecodeError::NotStructured { reason }) if reason.contains("data_base64")),
+            "{binary:?}"
+        );
+        let no_id = IncomingEvent::from_structured_json(br#"{"type":"t","source":"/s"}"#);
+        assert_eq!(
+            no_id,
+            Err(DecodeError::MissingAttribute { attribute: "id" })
+        );
     }
 }

@@ -1,0 +1,40 @@
+//! The consumer's settings, from flags or the environment.
+
+use clap::Parser;
+
+/// Records one invoice per `order.created` event consumed from RabbitMQ,
+/// through the inbox, so a redelivered event changes nothing.
+#[derive(Debug, Parser)]
+#[command(name = "billing-consumer")]
+pub struct Config {
+    /// PostgreSQL database for the invoices and the inbox table.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/test"
+    )]
+    pub database_url: String,
+
+    /// RabbitMQ to consume from.
+    #[arg(
+        long,
+        env = "AMQP_URL",
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    )]
+    pub amqp_url: String,
+
+    /// The exchange the relay publishes orders to (the events' `topic`);
+    /// declared as a durable topic exchange when missing.
+    #[arg(long, env = "ORDERS_EXCHANGE", default_value = "orders")]
+    pub exchange: String,
+
+    /// The queue to consume; declared durable and bound to the exchange
+    /// for `order.created` when missing.
+    #[arg(long, env = "BILLING_QUEUE", default_value = "billing.orders")]
+    pub queue: String,
+
+    /// Stop after this many deliveries (first deliveries, redeliveries and
+    /// duplicates alike), once each of them is settled.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub exit_after: Option<u64>,
+}

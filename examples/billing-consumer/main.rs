@@ -1,0 +1,140 @@
+//! `cargo run --example billing-consumer`
+//!
+//! Consumes the `order.created` events that `outbox-relay` publishes to
+//! RabbitMQ and records one invoice per order, through the inbox: the
+//! invoice and the inbox row commit in one transaction, so a redelivered
+//! event records nothing. Run it next to the orders service and the relay:
+//!
+//! ```sh
+//! cargo run --example orders-service &
+//! cargo run -p outbox-relay -- run --database-url postgres://postgres@127.0.0.1:5432/test \
+//!     --broker amqp://guest:guest@127.0.0.1:5672/%2f &
+//! cargo run --example billing-consumer
+//! ```
+//!
+//! It declares the exchange `orders` (durable, topic), the queue
+//! `billing.orders` (durable) and their binding for `order.created`, then
+//! consumes the queue until SIGTERM or Ctrl-C, finishing the deliveries in
+//! flight. Settings: `--database-url` / `DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`), `--amqp-url` / `AMQP_URL`
+//! (default `amqp://guest:guest@127.0.0.1:5672/%2f`), `--exchange` /
+//! `ORDERS_EXCHANGE`, `--queue` / `BILLING_QUEUE`, and `--exit-after N` to
+//! stop after N deliveries. Stdout gets one line when it consumes and one
+//! summary when it stops; logs go to stderr (`RUST_LOG`).
+
+mod config;
+mod invoices;
+mod topology;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use outbox_inbox::Inbox;
+use outbox_inbox::rabbitmq::{RabbitMqConsumerConfig, RabbitMqInboxConsumer};
+use sqlx::postgres::PgPoolOptions;
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+use crate::config::Config;
+use crate::invoices::{CREATE_INVOICES, InvoiceHandler, ORDER_CREATED};
+
+/// The name the inbox records this consumer's deliveries under.
+const CONSUMER: &str = "billing";
+
+/// Connections to the database: one per delivery processed at once, and
+/// the inbox pruning.
+const POOL_SIZE: u32 = 10;
+
+/// How long to wait for a database connection before giving up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    let config = Config::parse();
+    match consume(config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("billing-consumer: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn consume(config: Config) -> Result<(), Box<dyn std::error::Error>> {
+    let pool = PgPoolOptions::new()
+        .max_connections(POOL_SIZE)
+        .acquire_timeout(CONNECT_TIMEOUT)
+        .connect(&config.database_url)
+        .await
+        .map_err(|error| format!("cannot connect to the database: {error}"))?;
+    outbox::migrate(&pool).await?;
+    sqlx::query(CREATE_INVOICES).execute(&pool).await?;
+    topology::declare(&config.amqp_url, &config.exchange, &config.queue).await?;
+
+    let stop = CancellationToken::new();
+    stop_on_signal(stop.clone())?;
+    let handler = InvoiceHandler::new(config.exit_after, stop.clone());
+    let mut consumer_config = RabbitMqConsumerConfig::new(config.amqp_url, config.queue.clone());
+    consumer_config.prefetch = u16::try_from(POOL_SIZE - 1).unwrap_or(1);
+    let consumer = RabbitMqInboxConsumer::new(
+        Inbox::new(pool.clone(), CONSUMER)?,
+        handler,
+        consumer_config,
+    )?;
+    println!(
+        "consuming queue {} (exchange {}, routing key {ORDER_CREATED})",
+        config.queue, config.exchange
+    );
+    let stats = consumer.run(stop).await?;
+    pool.close().await;
+    println!(
+        "stopped: {} invoice(s) recorded, {} duplicate(s) ignored, {} retried, {} dead-lettered",
+        stats.processed, stats.duplicates, stats.retried, stats.dead_lettered
+    );
+    Ok(())
+}
+
+/// Cancel `stop` on SIGTERM or SIGINT (Ctrl-C). The handlers are installed
+/// before this returns, so a signal sent right after is not missed.
+#[cfg(unix)]
+fn stop_on_signal(stop: CancellationToken) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+            () = stop.cancelled() => return,
+        }
+        tracing::info!("stop requested; finishing the deliveries in flight");
+        stop.cancel();
+    });
+    Ok(())
+}
+
+/// Cancel `stop` on Ctrl-C.
+#[cfg(not(unix))]
+fn stop_on_signal(stop: CancellationToken) -> std::io::Result<()> {
+    tokio::spawn(async move {
+        tokio::select! {
+            result = tokio::signal::ctrl_c() => {
+                if let Err(error) = result {
+                    tracing::error!(%error, "cannot listen for Ctrl-C");
+                    return;
+                }
+            }
+            () = stop.cancelled() => return,
+        }
+        tracing::info!("stop requested; finishing the deliveries in flight");
+        stop.cancel();
+    });
+    Ok(())
+}

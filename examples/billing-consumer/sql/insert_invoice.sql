@@ -1,0 +1,1 @@
+INSERT INTO invoices (order_id, customer, amount_cents) VALUES ($1, $2, $3)

@@ -1,0 +1,1 @@
+INSERT INTO orders (id, customer, total_cents) VALUES ($1, $2, $3)

@@ -1,0 +1,612 @@
+//! Every example, run as its own process the way a user runs it: the
+//! quickstart on SQLite; the orders service on a fresh PostgreSQL database;
+//! the billing consumer fed by the relay through the real RabbitMQ.
+//!
+//! `cargo test` builds the examples next to this test's binary. With a
+//! target filter (`cargo test --test examples`) it does not: run
+//! `cargo build --examples` first.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
+use lapin::{Connection, ConnectionProperties};
+use outbox::{OutboxMessage, OutboxWriter};
+use outbox_relay::publish::{
+    PublishFailure, Publisher, RabbitMqPublisher, RabbitMqPublisherConfig,
+};
+use outbox_relay::store::{OutboxStore, PostgresStore};
+use outbox_relay::{OutboundEvent, Relay, RelayConfig};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::net::TcpStream;
+use tokio::process::{Child, ChildStdout, Command};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// The longest wait for an example to print a line or to exit: a bound
+/// against a hanging test, never a measured expectation.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// Default RabbitMQ for tests; `OUTBOX_TEST_AMQP_URL` overrides it.
+const DEFAULT_AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+fn amqp_url() -> String {
+    std::env::var("OUTBOX_TEST_AMQP_URL").unwrap_or_else(|_| DEFAULT_AMQP_URL.to_owned())
+}
+
+/// The path of a built example: this test runs as
+/// `target/<profile>/deps/examples-<hash>`, and cargo puts the examples in
+/// `target/<profile>/examples/`.
+fn example_binary(name: &str) -> PathBuf {
+    let test_binary = std::env::current_exe().expect("the path of the test binary");
+    let profile_dir = test_binary
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary lies in target/<profile>/deps");
+    let path = profile_dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.is_file(),
+        "example `{name}` is not built at {}: `cargo test` builds the examples, \
+         with a target filter run `cargo build --examples` first",
+        path.display()
+    );
+    path
+}
+
+/// An example running as a child process: stdout read line by line,
+/// stderr kept in a file for failure messages. Killed when dropped.
+struct Example {
+    name: String,
+    child: Child,
+    stdout: Lines<BufReader<ChildStdout>>,
+    stderr_path: PathBuf,
+}
+
+impl Example {
+    fn spawn(name: &str, args: &[&str]) -> Example {
+        let stderr_path =
+            std::env::temp_dir().join(format!("outbox-example-{name}-{}.log", Uuid::now_v7()));
+        let stderr_file = std::fs::File::create(&stderr_path)
+            .unwrap_or_else(|error| panic!("cannot create {}: {error}", stderr_path.display()));
+        let mut child = Command::new(example_binary(name))
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr_file))
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start example `{name}`: {error}"));
+        let stdout = child.stdout.take().expect("stdout is piped");
+        Example {
+            name: name.to_owned(),
+            child,
+            stdout: BufReader::new(stdout).lines(),
+            stderr_path,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// The next line of stdout; fails the test at its end or after
+    /// [`PATIENCE`].
+    async fn next_line(&mut self) -> String {
+        match tokio::time::timeout(PATIENCE, self.stdout.next_line()).await {
+            Ok(Ok(Some(line))) => line,
+            Ok(Ok(None)) => panic!(
+                "`{}` closed its stdout; stderr:\n{}",
+                self.name,
+                self.stderr()
+            ),
+            Ok(Err(error)) => panic!("cannot read the stdout of `{}`: {error}", self.name),
+            Err(_elapsed) => panic!(
+                "`{}` printed nothing for {PATIENCE:?}; stderr:\n{}",
+                self.name,
+                self.stderr()
+            ),
+        }
+    }
+
+    fn terminate(&self) {
+        let pid = self.child.id().expect("the example is still running");
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM {pid} failed");
+    }
+
+    /// Wait for the exit; returns the status, the rest of stdout and all
+    /// of stderr.
+    async fn wait(mut self) -> (ExitStatus, String, String) {
+        let mut rest = String::new();
+        let finished = tokio::time::timeout(PATIENCE, async {
+            while let Some(line) = self.stdout.next_line().await? {
+                rest.push_str(&line);
+                rest.push('\n');
+            }
+            self.child.wait().await
+        })
+        .await;
+        match finished {
+            Ok(Ok(status)) => (status, rest, self.stderr()),
+            Ok(Err(error)) => panic!("cannot wait for `{}`: {error}", self.name),
+            Err(_elapsed) => panic!(
+                "`{}` did not exit within {PATIENCE:?}; stdout so far:\n{rest}\nstderr:\n{}",
+                self.name,
+                self.stderr()
+            ),
+        }
+    }
+}
+
+impl Drop for Example {
+    fn drop(&mut self) {
+        // Already gone when the test cleaned up; nothing to report.
+        let _ = std::fs::remove_file(&self.stderr_path);
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection; returns the status and body.
+async fn http(
+    address: &str,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: &str,
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(address)
+        .await
+        .unwrap_or_else(|error| panic!("cannot connect to {address}: {error}"));
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if let Some(content_type) = content_type {
+        request.push_str(&format!("Content-Type: {content_type}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("send the request");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .await
+        .expect("read the response");
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {response}"));
+    let (_head, body) = response
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("an HTTP response without a body separator: {response}"));
+    (status, body.to_owned())
+}
+
+#[tokio::test]
+async fn quickstart_relays_the_committed_orders_and_ignores_the_duplicate() {
+    let run = Command::new(example_binary("quickstart"))
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(PATIENCE, run)
+        .await
+        .expect("the quickstart exits")
+        .expect("the quickstart starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
+
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("stdout holds one CloudEvent per line"))
+        .collect();
+    let orders: Vec<&str> = events
+        .iter()
+        .map(|event| event["partitionkey"].as_str().expect("a partition key"))
+        .collect();
+    assert_eq!(
+        orders,
+        ["o-1", "o-3"],
+        "the rolled-back o-2 is not published"
+    );
+
+    let first_id = events[0]["id"].as_str().expect("an id");
+    assert_eq!(
+        stderr.matches("processed, invoice recorded").count(),
+        2,
+        "{stderr}"
+    );
+    let duplicate = format!("event {first_id} (order o-1): duplicate delivery, ignored");
+    assert_eq!(stderr.matches(&duplicate).count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("invoices per order: o-1: 1, o-3: 1"),
+        "{stderr}"
+    );
+}
+
+/// A request the service must refuse, and what it must say.
+struct BadRequest {
+    body: &'static str,
+    content_type: Option<&'static str>,
+    status: u16,
+    error_mentions: &'static str,
+}
+
+const BAD_REQUESTS: &[BadRequest] = &[
+    BadRequest {
+        body: r#"{"customer": "ada", "total_cents": "#,
+        content_type: Some("application/json"),
+        status: 400,
+        error_mentions: "JSON",
+    },
+    BadRequest {
+        body: r#"{"customer": "ada"}"#,
+        content_type: Some("application/json"),
+        status: 422,
+        error_mentions: "missing field `total_cents`",
+    },
+    BadRequest {
+        body: r#"{"customer": "ada", "total_cents": "12.50"}"#,
+        content_type: Some("application/json"),
+        status: 422,
+        error_mentions: "total_cents",
+    },
+    BadRequest {
+        body: r#"{"customer": "ada", "total_cents": 0}"#,
+        content_type: Some("application/json"),
+        status: 422,
+        error_mentions: "`total_cents` must be more than zero",
+    },
+    BadRequest {
+        body: r#"{"customer": "  ", "total_cents": 500}"#,
+        content_type: Some("application/json"),
+        status: 422,
+        error_mentions: "`customer` is empty",
+    },
+    BadRequest {
+        body: r#"{"customer": "ada", "total_cents": 500, "coupon": "FREE"}"#,
+        content_type: Some("application/json"),
+        status: 422,
+        error_mentions: "unknown field `coupon`",
+    },
+    BadRequest {
+        body: r#"{"customer": "ada", "total_cents": 500}"#,
+        content_type: None,
+        status: 415,
+        error_mentions: "Content-Type",
+    },
+];
+
+async fn count(pool: &sqlx::PgPool, table_count_sql: &'static str) -> i64 {
+    sqlx::query_scalar(table_count_sql)
+        .fetch_one(pool)
+        .await
+        .unwrap_or_else(|error| panic!("{table_count_sql}: {error}"))
+}
+
+#[tokio::test]
+async fn orders_service_writes_each_order_with_its_event_and_refuses_bad_input() {
+    let db = outbox_testkit::postgres().await;
+    let mut service = Example::spawn(
+        "orders-service",
+        &["--database-url", db.url(), "--listen", "127.0.0.1:0"],
+    );
+    let line = service.next_line().await;
+    let address = line
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("expected `listening on http://ADDRESS`, got `{line}`"))
+        .to_owned();
+
+    let (status, body) = http(&address, "GET", "/healthz", None, "").await;
+    assert_eq!((status, body.as_str()), (200, r#"{"status":"ok"}"#));
+
+    let (status, body) = http(
+        &address,
+        "POST",
+        "/orders",
+        Some("application/json"),
+        r#"{"customer": "ada", "total_cents": 1250}"#,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let placed: serde_json::Value = serde_json::from_str(&body).expect("a JSON body");
+    let order_id: Uuid = placed["order_id"]
+        .as_str()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or_else(|| panic!("no order_id in {body}"));
+    let event_id: Uuid = placed["event_id"]
+        .as_str()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or_else(|| panic!("no event_id in {body}"));
+
+    let (customer, total_cents, order_xid): (String, i64, String) =
+        sqlx::query_as("SELECT customer, total_cents, xmin::text FROM orders WHERE id = $1")
+            .bind(order_id)
+            .fetch_one(db.pool())
+            .await
+            .expect("the order row");
+    assert_eq!((customer.as_str(), total_cents), ("ada", 1250));
+    let (event_type, aggregate_id, topic, payload, event_xid): (
+        String,
+        String,
+        String,
+        serde_json::Value,
+        String,
+    ) = sqlx::query_as(
+        "SELECT event_type, aggregate_id, topic, payload, xmin::text \
+         FROM outbox_events WHERE event_id = $1",
+    )
+    .bind(event_id)
+    .fetch_one(db.pool())
+    .await
+    .expect("the outbox row");
+    assert_eq!(event_type, "order.created");
+    assert_eq!(aggregate_id, order_id.to_string());
+    assert_eq!(topic, "orders");
+    assert_eq!(
+        payload,
+        json!({ "order_id": order_id, "customer": "ada", "total_cents": 1250 })
+    );
+    assert_eq!(
+        order_xid, event_xid,
+        "the order and its event were written by one transaction"
+    );
+
+    for bad in BAD_REQUESTS {
+        let (status, body) = http(&address, "POST", "/orders", bad.content_type, bad.body).await;
+        assert_eq!(status, bad.status, "{} answered {body}", bad.body);
+        let problem: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|error| {
+            panic!("{} answered a non-JSON body {body}: {error}", bad.body)
+        });
+        let message = problem["error"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(bad.error_mentions),
+            "{} answered `{message}`, which does not mention `{}`",
+            bad.body,
+            bad.error_mentions
+        );
+        assert!(!message.contains('\n'), "a one-line error: {message}");
+    }
+    assert_eq!(count(db.pool(), "SELECT COUNT(*) FROM orders").await, 1);
+    assert_eq!(
+        count(db.pool(), "SELECT COUNT(*) FROM outbox_events").await,
+        1
+    );
+
+    service.terminate();
+    let (status, _rest, log) = service.wait().await;
+    assert!(
+        status.success(),
+        "stopped on SIGTERM with {status}; stderr:\n{log}"
+    );
+}
+
+/// A publisher that publishes the first event it is handed a second time,
+/// as a relay does that crashed after the broker acknowledged an event and
+/// before it marked it published.
+struct RepublishFirst<P> {
+    inner: P,
+    republished: AtomicBool,
+}
+
+impl<P: Publisher> Publisher for RepublishFirst<P> {
+    fn publish<'a>(
+        &'a self,
+        events: &'a [OutboundEvent],
+    ) -> BoxFuture<'a, Vec<Result<(), PublishFailure>>> {
+        Box::pin(async move {
+            let outcomes = self.inner.publish(events).await;
+            if let (Some(first), Some(Ok(()))) = (events.first(), outcomes.first())
+                && !self.republished.swap(true, Ordering::SeqCst)
+            {
+                let again = self.inner.publish(std::slice::from_ref(first)).await;
+                assert_eq!(again, vec![Ok(())], "republishing the first event failed");
+            }
+            outcomes
+        })
+    }
+
+    fn is_connected(&self) -> bool {
+        self.inner.is_connected()
+    }
+}
+
+/// Delete what the billing consumer declared on the shared broker.
+async fn delete_billing_topology(exchange: &str, queue: &str) {
+    let connection = Connection::connect(&amqp_url(), ConnectionProperties::default())
+        .await
+        .expect("connect to RabbitMQ for the cleanup");
+    let channel = connection.create_channel().await.expect("a channel");
+    for name in [queue.to_owned(), format!("{queue}.dlq")] {
+        channel
+            .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+            .await
+            .unwrap_or_else(|error| panic!("delete queue {name}: {error}"));
+    }
+    for name in [exchange.to_owned(), format!("{queue}.dlx")] {
+        channel
+            .exchange_delete(name.as_str().into(), ExchangeDeleteOptions::default())
+            .await
+            .unwrap_or_else(|error| panic!("delete exchange {name}: {error}"));
+    }
+    // The channel and connection go with the test; a failed close changes nothing.
+    let _ = connection.close(200, "OK".into()).await;
+}
+
+/// Fail with a message naming RabbitMQ when it does not answer.
+async fn require_rabbitmq() {
+    let url = amqp_url();
+    if let Err(error) = Connection::connect(&url, ConnectionProperties::default()).await {
+        panic!("RabbitMQ is not reachable at {url} (set OUTBOX_TEST_AMQP_URL): {error}");
+    }
+}
+
+#[tokio::test]
+async fn billing_consumer_invoices_each_order_once_when_an_event_arrives_twice() {
+    require_rabbitmq().await;
+    let producer = outbox_testkit::postgres().await;
+    let billing = outbox_testkit::postgres().await;
+    outbox::migrate(producer.pool())
+        .await
+        .expect("migrate the producer");
+    let suffix = Uuid::now_v7().simple();
+    let exchange = format!("orders-{suffix}");
+    let queue = format!("billing-{suffix}");
+    let amqp = amqp_url();
+
+    let mut consumer = Example::spawn(
+        "billing-consumer",
+        &[
+            "--database-url",
+            billing.url(),
+            "--amqp-url",
+            &amqp,
+            "--exchange",
+            &exchange,
+            "--queue",
+            &queue,
+            "--exit-after",
+            "3",
+        ],
+    );
+    let line = consumer.next_line().await;
+    assert!(line.starts_with("consuming queue"), "{line}");
+
+    // Two orders, written as the orders service writes them, to this test's
+    // own exchange.
+    let order_ids = [Uuid::now_v7(), Uuid::now_v7()];
+    let mut tx = producer.pool().begin().await.expect("begin");
+    let messages = order_ids
+        .iter()
+        .enumerate()
+        .map(|(index, order_id)| {
+            let payload = json!({ "order_id": order_id, "customer": "ada", "total_cents": 100 * (index + 1) });
+            OutboxMessage::new(
+                "order.created",
+                "/orders",
+                "order",
+                order_id.to_string(),
+                &exchange,
+                serde_json::value::to_raw_value(&payload).expect("a JSON payload"),
+            )
+        })
+        .collect();
+    OutboxWriter::new()
+        .enqueue_messages(&mut tx, messages)
+        .await
+        .expect("enqueue the orders");
+    tx.commit().await.expect("commit");
+
+    // The relay, publishing to RabbitMQ, with the first event published twice.
+    let store: Arc<dyn OutboxStore> = Arc::new(PostgresStore::new(producer.pool().clone()));
+    let publisher = RabbitMqPublisher::new(RabbitMqPublisherConfig::new(amqp.clone()))
+        .expect("a RabbitMQ publisher");
+    let config = RelayConfig {
+        poll_interval_max: Duration::from_millis(50),
+        ..RelayConfig::default()
+    };
+    let relay = Relay::new(
+        Arc::clone(&store),
+        Arc::new(RepublishFirst {
+            inner: publisher,
+            republished: AtomicBool::new(false),
+        }),
+        outbox_relay::commands::relay_settings("examples-test".to_owned(), &config),
+    );
+    let stop_relay = CancellationToken::new();
+    let relay_run = tokio::spawn(relay.run(stop_relay.clone()));
+
+    let (status, stdout, consumer_log) = consumer.wait().await;
+    stop_relay.cancel();
+    let totals = relay_run
+        .await
+        .expect("the relay task")
+        .expect("the relay runs");
+    assert!(status.success(), "{status}\n{stdout}\n{consumer_log}");
+    assert_eq!(totals.published, 2);
+    assert!(
+        stdout.contains(
+            "stopped: 2 invoice(s) recorded, 1 duplicate(s) ignored, 0 retried, 0 dead-lettered"
+        ),
+        "{stdout}"
+    );
+
+    let invoices: Vec<(Uuid, i64, i64)> = sqlx::query_as(
+        "SELECT order_id, COUNT(*), SUM(amount_cents)::bigint FROM invoices GROUP BY order_id",
+    )
+    .fetch_all(billing.pool())
+    .await
+    .expect("read the invoices");
+    let invoices: BTreeMap<Uuid, (i64, i64)> = invoices
+        .into_iter()
+        .map(|(order_id, count, amount)| (order_id, (count, amount)))
+        .collect();
+    let expected: BTreeMap<Uuid, (i64, i64)> =
+        BTreeMap::from([(order_ids[0], (1, 100)), (order_ids[1], (1, 200))]);
+    assert_eq!(invoices, expected, "exactly one invoice per order");
+    assert_eq!(
+        count(
+            billing.pool(),
+            "SELECT COUNT(*) FROM inbox_messages WHERE consumer = 'billing'"
+        )
+        .await,
+        2
+    );
+
+    delete_billing_topology(&exchange, &queue).await;
+}
+
+#[tokio::test]
+async fn billing_consumer_stops_cleanly_on_sigterm() {
+    require_rabbitmq().await;
+    let billing = outbox_testkit::postgres().await;
+    let suffix = Uuid::now_v7().simple();
+    let exchange = format!("orders-{suffix}");
+    let queue = format!("billing-{suffix}");
+    let amqp = amqp_url();
+    let mut consumer = Example::spawn(
+        "billing-consumer",
+        &[
+            "--database-url",
+            billing.url(),
+            "--amqp-url",
+            &amqp,
+            "--exchange",
+            &exchange,
+            "--queue",
+            &queue,
+        ],
+    );
+    let line = consumer.next_line().await;
+    assert!(line.starts_with("consuming queue"), "{line}");
+    consumer.terminate();
+    let (status, stdout, log) = consumer.wait().await;
+    assert!(
+        status.success(),
+        "stopped on SIGTERM with {status}; stderr:\n{log}"
+    );
+    assert!(
+        stdout.contains("stopped: 0 invoice(s) recorded, 0 duplicate(s) ignored"),
+        "{stdout}"
+    );
+    delete_billing_topology(&exchange, &queue).await;
+}
