@@ -15,6 +15,7 @@ mod outbound;
 pub mod publish;
 mod publishers;
 mod relay;
+pub mod replay;
 mod retention;
 mod retry;
 pub mod store;
