@@ -4,5 +4,6 @@
 #![allow(dead_code)]
 
 pub mod brokers;
+pub mod dialect;
 pub mod process;
 pub mod workload;
