@@ -14,6 +14,11 @@ use crate::error::DecodeError;
 /// The extension attribute carrying the payload's schema version.
 pub const EVENT_VERSION_ATTRIBUTE: &str = "eventversion";
 
+/// The extension attribute `outbox-relay replay` sets, to `"true"`, on every
+/// event it re-publishes (Kafka header `ce_outboxreplay`, AMQP header
+/// `cloudEvents:outboxreplay`).
+pub const REPLAY_ATTRIBUTE: &str = "outboxreplay";
+
 /// One received CloudEvent, binding-independent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IncomingEvent {
@@ -188,6 +193,34 @@ impl IncomingEvent {
         IncomingEvent::from_attributes(attributes, payload)
     }
 
+    /// Whether this is a re-publication by `outbox-relay replay` (the
+    /// [`REPLAY_ATTRIBUTE`] extension is `true`) rather than the event's
+    /// original publication.
+    ///
+    /// A replay carries the original event id, so an [`crate::Inbox`] that
+    /// already processed the event reports it as a duplicate. A consumer that
+    /// replays on purpose, e.g. to rebuild a read model, can use this to
+    /// keep replays away from side effects such as sending mail or charging
+    /// a card:
+    ///
+    /// ```
+    /// use outbox_inbox::IncomingEvent;
+    ///
+    /// let headers = [
+    ///     ("ce_id", Some(&b"0195f3a8-7d2c-7000-8000-000000000001"[..])),
+    ///     ("ce_type", Some(&b"order.created"[..])),
+    ///     ("ce_source", Some(&b"/orders"[..])),
+    ///     ("ce_outboxreplay", Some(&b"true"[..])),
+    /// ];
+    /// let event = IncomingEvent::from_kafka(headers, b"{}").unwrap();
+    /// assert!(event.is_replay());
+    /// ```
+    pub fn is_replay(&self) -> bool {
+        self.attributes
+            .get(REPLAY_ATTRIBUTE)
+            .is_some_and(|value| value.trim().eq_ignore_ascii_case("true"))
+    }
+
     /// The payload's schema version (`eventversion`), 1 when absent.
     ///
     /// # Errors
@@ -315,5 +348,50 @@ mod tests {
             no_id,
             Err(DecodeError::MissingAttribute { attribute: "id" })
         );
+    }
+
+    const ID: &str = "0195f3a8-7d2c-7000-8000-000000000001";
+
+    fn kafka(extra: Option<(&'static str, &'static [u8])>) -> IncomingEvent {
+        let mut headers: Vec<(&str, Option<&[u8]>)> = vec![
+            ("ce_id", Some(ID.as_bytes())),
+            ("ce_type", Some(&b"order.created"[..])),
+            ("ce_source", Some(&b"/orders"[..])),
+        ];
+        if let Some((name, value)) = extra {
+            headers.push((name, Some(value)));
+        }
+        IncomingEvent::from_kafka(headers, b"{}").expect("valid event")
+    }
+
+    fn amqp(extra: Option<(&str, &str)>) -> IncomingEvent {
+        let mut headers = vec![
+            ("cloudEvents:source".to_owned(), "/orders".to_owned()),
+            ("cloudEvents:specversion".to_owned(), "1.0".to_owned()),
+        ];
+        if let Some((name, value)) = extra {
+            headers.push((name.to_owned(), value.to_owned()));
+        }
+        IncomingEvent::from_amqp(headers, Some(ID), Some("order.created"), b"{}")
+            .expect("valid event")
+    }
+
+    #[test]
+    fn a_replay_is_recognised_on_kafka() {
+        assert!(kafka(Some(("ce_outboxreplay", &b"true"[..]))).is_replay());
+        assert!(!kafka(None).is_replay());
+        assert!(!kafka(Some(("ce_outboxreplay", &b"false"[..]))).is_replay());
+        // Without the binding's prefix it is not the attribute.
+        assert!(!kafka(Some(("outboxreplay", &b"true"[..]))).is_replay());
+    }
+
+    #[test]
+    fn a_replay_is_recognised_on_amqp() {
+        let replayed = amqp(Some(("cloudEvents:outboxreplay", "true")));
+        assert!(replayed.is_replay());
+        assert_eq!(replayed.id, ID);
+        assert!(!amqp(None).is_replay());
+        assert!(!amqp(Some(("cloudEvents:outboxreplay", "no"))).is_replay());
+        assert!(!amqp(Some(("outboxreplay", "true"))).is_replay());
     }
 }

@@ -18,5 +18,5 @@ pub use backend::InboxBackend;
 pub use error::{BoxError, DecodeError, Error};
 pub use handler::{Handler, TypedHandler, typed};
 pub use inbox::{Inbox, Outcome};
-pub use incoming::{EVENT_VERSION_ATTRIBUTE, IncomingEvent};
+pub use incoming::{EVENT_VERSION_ATTRIBUTE, IncomingEvent, REPLAY_ATTRIBUTE};
 pub use prune::{PruneSettings, prune_once, prune_until_stopped};

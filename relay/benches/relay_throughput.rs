@@ -47,6 +47,7 @@ use outbox_relay::publish::{
 };
 use outbox_relay::store::{
     ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, OutboxStatus, OutboxStore,
+    ReplayWindow,
 };
 use outbox_relay::{DatabaseUrl, Error, OutboundEvent, Relay, RelayConfig, open_store};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -196,6 +197,7 @@ fn outbound(settings: &Settings, topic: &str, sequence: u64) -> OutboundEvent {
         headers: BTreeMap::new(),
         created_at: chrono::Utc::now(),
         attempts: 0,
+        replay: false,
     }
 }
 
@@ -473,6 +475,20 @@ impl OutboxStore for TimedStore {
     }
     fn status(&self) -> BoxFuture<'_, Result<OutboxStatus, Error>> {
         self.inner.status()
+    }
+    fn database_time(&self) -> BoxFuture<'_, Result<chrono::DateTime<chrono::Utc>, Error>> {
+        self.inner.database_time()
+    }
+    fn topic_exists<'a>(&'a self, topic: &'a str) -> BoxFuture<'a, Result<bool, Error>> {
+        self.inner.topic_exists(topic)
+    }
+    fn fetch_published<'a>(
+        &'a self,
+        window: &'a ReplayWindow,
+        after_id: i64,
+        limit: i64,
+    ) -> BoxFuture<'a, Result<Vec<OutboundEvent>, Error>> {
+        self.inner.fetch_published(window, after_id, limit)
     }
     fn list_dead<'a>(
         &'a self,

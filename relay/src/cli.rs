@@ -60,7 +60,24 @@ pub enum Command {
         #[command(flatten)]
         database: DatabaseArgs,
     },
-    /// Show pending, retrying, dead and published counts and live leases.
+    /// Show event counts, per-topic counts and the live partition leases.
+    ///
+    /// pending: events not yet published (waiting to retry included).
+    /// retrying: pending events that failed at least once. in flight:
+    /// pending events due now (not waiting for a retry) in a partition held
+    /// by a live lease, i.e. what the relays are publishing now or will fetch
+    /// next; events held back behind a failed event of their aggregate count
+    /// too. dead: events that used up their attempts. published: published
+    /// events retention has not deleted yet. Times are UTC on the database's
+    /// clock.
+    ///
+    /// `--json` prints one object with the fields `pending`, `retrying`,
+    /// `in_flight`, `dead`, `published`, `oldest_pending_at` (RFC 3339 or
+    /// null), `oldest_pending_age_seconds` (or null), `leased_partitions`,
+    /// `partitions`, `live_relays`, `topics` (`topic`, `pending`,
+    /// `retrying`, `dead`, `published`; by topic) and `leases`
+    /// (`partition_no`, `owner`, `lease_token`, `expires_at`; by
+    /// partition).
     Status {
         /// The database.
         #[command(flatten)]
@@ -68,6 +85,43 @@ pub enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Publish already published events of one topic again.
+    ///
+    /// Re-publishes the events of `--topic` that are published and were
+    /// created at or after `--since` (and before `--until`, by default the
+    /// moment the replay starts), in id order, `batch_size` at a time, with
+    /// their original event ids and every event of one aggregate after the
+    /// previous one is acknowledged. Each carries the CloudEvents extension
+    /// attribute `outboxreplay` = `true` (Kafka header `ce_outboxreplay`,
+    /// AMQP header `cloudEvents:outboxreplay`). Pending and dead events are
+    /// not replayed. Nothing in the database changes and no lease is taken,
+    /// so it can run beside a live relay. It stops at the first event the
+    /// broker does not take, with a non-zero exit naming how many events
+    /// were replayed before it.
+    Replay {
+        /// The database.
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// As for `run`: `kafka://...`, `amqp://...`, `amqps://...` or
+        /// `stdout`. Falls back to `OUTBOX_BROKER`, then `stdout`.
+        #[arg(long)]
+        broker: Option<String>,
+        /// TOML configuration file, as for `run` (broker options and
+        /// `batch_size`, the page size).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The topic (or exchange) whose events to replay.
+        #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+        topic: String,
+        /// Replay events created at or after this time: RFC 3339
+        /// (`2026-11-30T10:00:00Z`) or a duration ago (`2h`, `30m`, `7d`).
+        #[arg(long)]
+        since: String,
+        /// Replay events created before this time, written as `--since`.
+        /// Default: when the replay starts.
+        #[arg(long)]
+        until: Option<String>,
     },
     /// List, retry or discard dead events.
     Dead {

@@ -13,7 +13,8 @@ use crate::http::{HttpEndpoint, HttpState};
 use crate::metrics::RelayMetrics;
 use crate::publish::Publisher;
 use crate::publishers::build_publisher;
-use crate::store::{DeadSelector, OutboxStatus};
+use crate::replay::{ReplayTime, replay, resolve_window};
+use crate::store::{DeadSelector, LiveLease, OutboxStatus};
 use crate::{DispatchSettings, Error, Relay, RelaySettings, RetentionSettings, RetryPolicy};
 
 fn environment(name: &str) -> Option<String> {
@@ -57,8 +58,70 @@ pub async fn execute(command: Command) -> Result<(), Error> {
             let status = opened.store.status().await?;
             print_status(&status, json)
         }
+        Command::Replay {
+            database,
+            broker,
+            config,
+            topic,
+            since,
+            until,
+        } => {
+            // As for `run`: every input is checked before anything connects.
+            let database_url = database_url(&database)?;
+            let broker_url = resolve_broker_url(broker.as_deref(), environment)?;
+            let config = match config {
+                Some(path) => RelayConfig::load(path)?,
+                None => RelayConfig::default(),
+            };
+            let since = ReplayTime::parse("--since", &since)?;
+            let until = until
+                .map(|text| ReplayTime::parse("--until", &text))
+                .transpose()?;
+            run_replay(database_url, broker_url, config, &topic, since, until).await
+        }
         Command::Dead { action } => dead(action).await,
     }
+}
+
+async fn run_replay(
+    database_url: DatabaseUrl,
+    broker_url: BrokerUrl,
+    config: RelayConfig,
+    topic: &str,
+    since: ReplayTime,
+    until: Option<ReplayTime>,
+) -> Result<(), Error> {
+    let opened = open_store(&database_url).await?;
+    let window = resolve_window(opened.store.as_ref(), topic, since, until).await?;
+    let publisher = build_publisher(&broker_url, &config).await?;
+    tracing::info!(
+        topic = %window.topic,
+        since = %window.since.to_rfc3339(),
+        until = %window.until.to_rfc3339(),
+        database = %database_url,
+        broker = %broker_url,
+        "replay started"
+    );
+    let replayed = replay(
+        opened.store.as_ref(),
+        publisher.as_ref(),
+        &window,
+        i64::from(config.batch_size),
+    )
+    .await?;
+    let summary = format!(
+        "{replayed} event(s) of topic `{}` replayed (created from {} to before {})",
+        window.topic,
+        window.since.to_rfc3339(),
+        window.until.to_rfc3339()
+    );
+    // On the stdout broker, stdout carries the events themselves.
+    if broker_url == BrokerUrl::Stdout {
+        eprintln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
+    Ok(())
 }
 
 async fn run(
@@ -210,15 +273,17 @@ fn print_status(status: &OutboxStatus, json: bool) -> Result<(), Error> {
         println!("{text}");
         return Ok(());
     }
-    let oldest = status
-        .oldest_pending_at
-        .map(|time| {
-            let age = chrono::Utc::now() - time;
-            format!("{time} ({}s ago)", age.num_seconds())
-        })
-        .unwrap_or_else(|| "-".to_owned());
+    let oldest = match (status.oldest_pending_at, status.oldest_pending_age_seconds) {
+        (Some(time), Some(age)) => format!("{} ({age}s ago)", time.to_rfc3339()),
+        (Some(time), None) => time.to_rfc3339(),
+        _ => "-".to_owned(),
+    };
     println!("pending:            {}", status.pending);
     println!("  waiting to retry: {}", status.retrying);
+    println!(
+        "  in flight:        {} (due now, in a partition with a live lease)",
+        status.in_flight
+    );
     println!("dead:               {}", status.dead);
     println!("published (kept):   {}", status.published);
     println!("oldest pending:     {oldest}");
@@ -227,7 +292,60 @@ fn print_status(status: &OutboxStatus, json: bool) -> Result<(), Error> {
         status.leased_partitions, status.partitions
     );
     println!("live relays:        {}", status.live_relays);
+    if !status.topics.is_empty() {
+        let width = status
+            .topics
+            .iter()
+            .map(|topic| topic.topic.len())
+            .max()
+            .unwrap_or(0)
+            .max("topic".len());
+        println!();
+        println!(
+            "{:<width$}  {:>9}  {:>9}  {:>9}  {:>9}",
+            "topic", "pending", "retrying", "dead", "published"
+        );
+        for topic in &status.topics {
+            println!(
+                "{:<width$}  {:>9}  {:>9}  {:>9}  {:>9}",
+                topic.topic, topic.pending, topic.retrying, topic.dead, topic.published
+            );
+        }
+    }
+    println!();
+    if status.leases.is_empty() {
+        println!("live leases:        none");
+    } else {
+        println!("live leases:");
+        for (owner, leases) in leases_by_owner(&status.leases) {
+            let partitions: Vec<String> = leases
+                .iter()
+                .map(|lease| lease.partition_no.to_string())
+                .collect();
+            let first_expiry = leases
+                .iter()
+                .map(|lease| lease.expires_at)
+                .min()
+                .map(|time| time.to_rfc3339())
+                .unwrap_or_default();
+            println!(
+                "  {owner}: {} partition(s) [{}], first expiry {first_expiry}",
+                leases.len(),
+                partitions.join(", ")
+            );
+        }
+    }
     Ok(())
+}
+
+/// Leases grouped by owner, owners by name, each owner's by partition.
+fn leases_by_owner(leases: &[LiveLease]) -> std::collections::BTreeMap<&str, Vec<&LiveLease>> {
+    let mut grouped: std::collections::BTreeMap<&str, Vec<&LiveLease>> =
+        std::collections::BTreeMap::new();
+    for lease in leases {
+        grouped.entry(lease.owner.as_str()).or_default().push(lease);
+    }
+    grouped
 }
 
 fn parse_aggregate(text: &str) -> Result<DeadSelector, Error> {

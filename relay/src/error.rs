@@ -60,6 +60,22 @@ pub enum Error {
     #[error("{0}")]
     InvalidArgument(String),
 
+    /// `outbox-relay replay` stopped at an event the broker did not take;
+    /// the events before it in the replay's order were published.
+    #[error(
+        "replay of topic `{topic}` stopped after {replayed} event(s) were replayed: event {event_id} failed: {reason}"
+    )]
+    ReplayFailed {
+        /// The topic being replayed.
+        topic: String,
+        /// Events the broker acknowledged before the replay stopped.
+        replayed: u64,
+        /// The event that failed.
+        event_id: String,
+        /// The broker's error.
+        reason: String,
+    },
+
     /// The relay did not stop cleanly.
     #[error("{0}")]
     Shutdown(String),

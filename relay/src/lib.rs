@@ -17,6 +17,7 @@ mod outbound;
 pub mod publish;
 mod publishers;
 mod relay;
+pub mod replay;
 mod retention;
 mod retry;
 pub mod store;

@@ -46,14 +46,31 @@ fn usage_error(error: &clap::Error) -> ExitCode {
         let _ = error.print();
         return ExitCode::from(2);
     }
-    let rendered = error.to_string();
-    let first_line = rendered
-        .lines()
-        .find(|line| !line.trim().is_empty())
-        .unwrap_or("invalid arguments")
-        .trim_start_matches("error: ");
-    eprintln!("outbox-relay: {first_line} (see outbox-relay --help)");
+    eprintln!(
+        "outbox-relay: {} (see outbox-relay --help)",
+        one_line(&error.to_string())
+    );
     ExitCode::from(2)
+}
+
+/// The first line of clap's message; a line ending in `:` (such as "the
+/// following required arguments were not provided:") takes the indented
+/// lines after it, so the message names the argument.
+fn one_line(rendered: &str) -> String {
+    let mut lines = rendered.lines().skip_while(|line| line.trim().is_empty());
+    let first_line = lines
+        .next()
+        .unwrap_or("invalid arguments")
+        .trim_start_matches("error: ")
+        .to_owned();
+    if !first_line.ends_with(':') {
+        return first_line;
+    }
+    let listed: Vec<&str> = lines
+        .take_while(|line| line.starts_with(' ') && !line.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    format!("{first_line} {}", listed.join(", "))
 }
 
 fn init_tracing(format: LogFormat) {

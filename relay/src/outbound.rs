@@ -33,4 +33,8 @@ pub struct OutboundEvent {
     pub created_at: DateTime<Utc>,
     /// Failed attempts before this one.
     pub attempts: i32,
+    /// Whether this publication re-publishes an event that was already
+    /// published (`outbox-relay replay`): it then carries the `outboxreplay`
+    /// extension attribute. `false` on the relay's own publications.
+    pub replay: bool,
 }

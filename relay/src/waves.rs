@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use crate::OutboundEvent;
 use crate::store::ClaimedEvent;
 
 /// Aggregate identity: (aggregate type, aggregate id).
@@ -24,16 +25,25 @@ pub(crate) fn aggregate_key(claimed: &ClaimedEvent) -> AggregateKey {
 
 /// Split `batch` (in id order) into waves.
 pub(crate) fn split_into_waves(batch: Vec<ClaimedEvent>) -> Vec<Vec<ClaimedEvent>> {
+    split_by_aggregate(batch, aggregate_key)
+}
+
+/// Split `events` (in id order) into waves, as [`split_into_waves`] does.
+pub(crate) fn split_events_into_waves(events: Vec<OutboundEvent>) -> Vec<Vec<OutboundEvent>> {
+    split_by_aggregate(events, |event| {
+        (event.aggregate_type.clone(), event.aggregate_id.clone())
+    })
+}
+
+fn split_by_aggregate<T>(batch: Vec<T>, key: impl Fn(&T) -> AggregateKey) -> Vec<Vec<T>> {
     let mut seen_per_aggregate: HashMap<AggregateKey, usize> = HashMap::new();
-    let mut waves: Vec<Vec<ClaimedEvent>> = Vec::new();
-    for claimed in batch {
-        let position = seen_per_aggregate
-            .entry(aggregate_key(&claimed))
-            .or_insert(0);
+    let mut waves: Vec<Vec<T>> = Vec::new();
+    for item in batch {
+        let position = seen_per_aggregate.entry(key(&item)).or_insert(0);
         if waves.len() <= *position {
             waves.push(Vec::new());
         }
-        waves[*position].push(claimed);
+        waves[*position].push(item);
         *position += 1;
     }
     waves
@@ -42,7 +52,6 @@ pub(crate) fn split_into_waves(batch: Vec<ClaimedEvent>) -> Vec<Vec<ClaimedEvent
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::OutboundEvent;
 
     fn claimed(id: i64, aggregate_id: &str) -> ClaimedEvent {
         ClaimedEvent {
@@ -60,6 +69,7 @@ mod tests {
                 headers: Default::default(),
                 created_at: chrono::Utc::now(),
                 attempts: 0,
+                replay: false,
             },
         }
     }

@@ -108,6 +108,7 @@ fn event(topic: &str, aggregate_id: &str, sequence: usize) -> OutboundEvent {
         headers,
         created_at: Utc::now().trunc_subsecs(6),
         attempts: 0,
+        replay: false,
     }
 }
 

@@ -174,6 +174,7 @@ fn event(exchange: &str, event_type: &str, aggregate_id: &str, sequence: usize) 
         headers,
         created_at: Utc::now().trunc_subsecs(6),
         attempts: 0,
+        replay: false,
     }
 }
 

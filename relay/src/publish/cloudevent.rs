@@ -21,6 +21,7 @@
 //! | `aggregatetype` | `aggregate_type` (extension) |
 //! | `eventversion` | `event_version` (extension, integer) |
 //! | `partitionkey` | `aggregate_id` (extension of the CloudEvents Partitioning spec) |
+//! | `outboxreplay` | `true`, only on a re-publication by `outbox-relay replay` (extension) |
 //! | every entry of `headers` | extension attributes, unless the name is invalid or taken |
 
 use chrono::SecondsFormat;
@@ -46,6 +47,15 @@ pub const EXTENSION_EVENT_VERSION: &str = "eventversion";
 /// extension).
 pub const EXTENSION_PARTITION_KEY: &str = "partitionkey";
 
+/// Extension attribute marking a re-publication by `outbox-relay replay`,
+/// with the value [`REPLAY_MARK`]; absent on the relay's own publications.
+/// Kafka carries it as header `ce_outboxreplay`, RabbitMQ as
+/// `cloudEvents:outboxreplay`.
+pub const EXTENSION_REPLAY: &str = "outboxreplay";
+
+/// The value of [`EXTENSION_REPLAY`] on a replayed event.
+pub const REPLAY_MARK: &str = "true";
+
 /// Names a `headers` entry may not take: the CloudEvents context attributes,
 /// the members reserved by the JSON event format, and the extensions the
 /// relay sets itself.
@@ -63,6 +73,7 @@ const RESERVED_NAMES: &[&str] = &[
     EXTENSION_AGGREGATE_TYPE,
     EXTENSION_EVENT_VERSION,
     EXTENSION_PARTITION_KEY,
+    EXTENSION_REPLAY,
 ];
 
 /// The CloudEvents attributes of one outbox event, without its data.
@@ -105,6 +116,9 @@ impl CloudEvent {
             .extension(EXTENSION_AGGREGATE_TYPE, outbound.aggregate_type.as_str())
             .extension(EXTENSION_EVENT_VERSION, i64::from(outbound.event_version))
             .extension(EXTENSION_PARTITION_KEY, outbound.aggregate_id.as_str());
+        if outbound.replay {
+            builder = builder.extension(EXTENSION_REPLAY, REPLAY_MARK);
+        }
         for (name, value) in &outbound.headers {
             if !is_valid_attribute_name(name) {
                 tracing::warn!(
@@ -257,6 +271,7 @@ mod tests {
                 .expect("valid time")
                 + chrono::Duration::microseconds(123_456),
             attempts: 0,
+            replay: false,
         }
     }
 
@@ -316,6 +331,30 @@ mod tests {
         assert_eq!(
             cloud_event.extension("partitionkey").as_deref(),
             Some("order-42")
+        );
+    }
+
+    #[test]
+    fn only_a_replay_carries_the_replay_mark() {
+        let mut event = outbound();
+        // A producer's header cannot pass an event off as a replay.
+        event
+            .headers
+            .insert(EXTENSION_REPLAY.to_owned(), "true".to_owned());
+        let published = CloudEvent::from_outbound(&event).expect("valid event");
+        assert_eq!(published.extension(EXTENSION_REPLAY), None);
+
+        event.replay = true;
+        let replayed = CloudEvent::from_outbound(&event).expect("valid event");
+        assert_eq!(
+            replayed.extension(EXTENSION_REPLAY).as_deref(),
+            Some(REPLAY_MARK)
+        );
+        assert_eq!(replayed.id(), event.event_id.to_string());
+        assert!(
+            replayed
+                .attributes()
+                .contains(&("outboxreplay", "true".to_owned()))
         );
     }
 

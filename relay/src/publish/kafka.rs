@@ -744,6 +744,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_replay_carries_the_ce_outboxreplay_header() {
+        use rdkafka::message::Headers;
+
+        let mut event = OutboundEvent {
+            id: 1,
+            event_id: uuid::Uuid::now_v7(),
+            event_type: "order.created".to_owned(),
+            event_version: 1,
+            source: "/orders".to_owned(),
+            aggregate_type: "order".to_owned(),
+            aggregate_id: "42".to_owned(),
+            topic: "orders".to_owned(),
+            payload: "{}".to_owned(),
+            headers: Default::default(),
+            created_at: chrono::Utc::now(),
+            attempts: 0,
+            replay: false,
+        };
+        let replay_header = |event: &OutboundEvent| {
+            let cloud_event = CloudEvent::from_outbound(event).expect("valid event");
+            kafka_headers(&cloud_event, event)
+                .iter()
+                .find(|header| header.key == "ce_outboxreplay")
+                .and_then(|header| header.value.map(<[u8]>::to_vec))
+        };
+        assert_eq!(replay_header(&event), None);
+        event.replay = true;
+        assert_eq!(replay_header(&event), Some(b"true".to_vec()));
+    }
+
+    #[test]
     fn topic_names() {
         assert!(check_topic_name("orders").is_ok());
         assert!(check_topic_name("orders.v1_x-y").is_ok());

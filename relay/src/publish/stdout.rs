@@ -148,6 +148,7 @@ mod tests {
                 .single()
                 .expect("valid time"),
             attempts: 0,
+            replay: false,
         }
     }
 

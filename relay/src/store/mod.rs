@@ -51,25 +51,82 @@ pub struct FailedAttempt {
     pub retry_in: Option<Duration>,
 }
 
-/// Counts for `outbox-relay status`.
+/// What `outbox-relay status` reports; `status --json` prints it with these
+/// field names, which are stable.
+///
+/// Every time is UTC and every comparison with "now" uses the database's
+/// clock.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OutboxStatus {
     /// Events waiting to be published (including those waiting to retry).
     pub pending: i64,
-    /// Pending events that failed at least once and wait for a retry.
+    /// Pending events that failed at least once (waiting for their retry
+    /// time, or due again).
     pub retrying: i64,
+    /// Pending events that are due now (not waiting for a retry) in a
+    /// partition held by a live lease: what the relays are publishing now or
+    /// will fetch next. Events held back behind a failed event of their
+    /// aggregate are counted too. Due events outside this count wait for a
+    /// relay to lease their partition.
+    pub in_flight: i64,
     /// Events that exhausted their attempts.
     pub dead: i64,
     /// Published events not yet removed by retention.
     pub published: i64,
     /// Creation time of the oldest pending event.
     pub oldest_pending_at: Option<DateTime<Utc>>,
+    /// Age of the oldest pending event in whole seconds.
+    pub oldest_pending_age_seconds: Option<i64>,
     /// Partitions with a live lease.
     pub leased_partitions: i64,
     /// Partitions in all.
     pub partitions: i64,
     /// Relay instances with a live heartbeat.
     pub live_relays: i64,
+    /// Counts per topic, by topic name; topics without rows are absent.
+    pub topics: Vec<TopicStatus>,
+    /// The live partition leases, by partition number.
+    pub leases: Vec<LiveLease>,
+}
+
+/// The counts of one topic in [`OutboxStatus::topics`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TopicStatus {
+    /// Kafka topic or RabbitMQ exchange.
+    pub topic: String,
+    /// Pending events, those waiting to retry included.
+    pub pending: i64,
+    /// Pending events that failed at least once.
+    pub retrying: i64,
+    /// Dead events.
+    pub dead: i64,
+    /// Published events not yet removed by retention.
+    pub published: i64,
+}
+
+/// A live partition lease in [`OutboxStatus::leases`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LiveLease {
+    /// Partition number.
+    pub partition_no: i32,
+    /// The relay instance holding it (its `instance_id`).
+    pub owner: String,
+    /// Fencing token of the current acquisition.
+    pub lease_token: i64,
+    /// When the lease runs out unless renewed.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// The published events `outbox-relay replay` re-publishes: those of one
+/// topic created in `[since, until)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayWindow {
+    /// Topic (or exchange) of the events.
+    pub topic: String,
+    /// Created at or after this time.
+    pub since: DateTime<Utc>,
+    /// Created before this time.
+    pub until: DateTime<Utc>,
 }
 
 /// A dead event, for `outbox-relay dead list`.
@@ -200,8 +257,23 @@ pub trait OutboxStore: Send + Sync {
         limit: i64,
     ) -> BoxFuture<'_, Result<u64, Error>>;
 
-    /// Counts for `outbox-relay status`.
+    /// Counts, per-topic counts and live leases for `outbox-relay status`.
     fn status(&self) -> BoxFuture<'_, Result<OutboxStatus, Error>>;
+
+    /// The database's clock.
+    fn database_time(&self) -> BoxFuture<'_, Result<DateTime<Utc>, Error>>;
+
+    /// Whether any event, in any state, has `topic`.
+    fn topic_exists<'a>(&'a self, topic: &'a str) -> BoxFuture<'a, Result<bool, Error>>;
+
+    /// Published events in `window` with an id above `after_id`, in id
+    /// order, at most `limit`: one page of a replay. Reads only.
+    fn fetch_published<'a>(
+        &'a self,
+        window: &'a ReplayWindow,
+        after_id: i64,
+        limit: i64,
+    ) -> BoxFuture<'a, Result<Vec<OutboundEvent>, Error>>;
 
     /// Dead events matching `selector`, in id order, at most `limit`.
     fn list_dead<'a>(

@@ -5,14 +5,15 @@
 
 use std::time::Duration;
 
-use chrono::{NaiveDateTime, Utc};
+use chrono::{DateTime, NaiveDateTime, Utc};
 use futures::future::BoxFuture;
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlPool, Row};
 
 use super::{
-    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, OutboxStatus, OutboxStore,
-    integers_json, leases_json, parse_headers, selector_binds,
+    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, LiveLease, OutboxStatus,
+    OutboxStore, ReplayWindow, TopicStatus, integers_json, leases_json, parse_headers,
+    selector_binds,
 };
 use crate::{Error, OutboundEvent};
 
@@ -31,6 +32,11 @@ const MARK_PUBLISHED: &str = include_str!("sql/mysql/mark_published.sql");
 const RECORD_FAILURE: &str = include_str!("sql/mysql/record_failure.sql");
 const DELETE_PUBLISHED: &str = include_str!("sql/mysql/delete_published.sql");
 const STATUS: &str = include_str!("sql/mysql/status.sql");
+const STATUS_TOPICS: &str = include_str!("sql/mysql/status_topics.sql");
+const STATUS_LEASES: &str = include_str!("sql/mysql/status_leases.sql");
+const DATABASE_TIME: &str = include_str!("sql/mysql/database_time.sql");
+const TOPIC_EXISTS: &str = include_str!("sql/mysql/topic_exists.sql");
+const FETCH_PUBLISHED: &str = include_str!("sql/mysql/fetch_published.sql");
 const LIST_DEAD: &str = include_str!("sql/mysql/list_dead.sql");
 const RETRY_DEAD: &str = include_str!("sql/mysql/retry_dead.sql");
 const DISCARD_DEAD: &str = include_str!("sql/mysql/discard_dead.sql");
@@ -65,7 +71,7 @@ fn lease_from_row(row: &MySqlRow) -> Result<Lease, sqlx::Error> {
     })
 }
 
-fn claimed_from_row(row: &MySqlRow) -> Result<ClaimedEvent, sqlx::Error> {
+fn outbound_from_row(row: &MySqlRow) -> Result<OutboundEvent, sqlx::Error> {
     let event_id_text: String = row.try_get("event_id")?;
     let event_id =
         uuid::Uuid::parse_str(&event_id_text).map_err(|error| sqlx::Error::ColumnDecode {
@@ -74,6 +80,24 @@ fn claimed_from_row(row: &MySqlRow) -> Result<ClaimedEvent, sqlx::Error> {
         })?;
     let headers: String = row.try_get("headers")?;
     let created_at: NaiveDateTime = row.try_get("created_at")?;
+    Ok(OutboundEvent {
+        id: row.try_get("id")?,
+        event_id,
+        event_type: row.try_get("event_type")?,
+        event_version: row.try_get("event_version")?,
+        source: row.try_get("source")?,
+        aggregate_type: row.try_get("aggregate_type")?,
+        aggregate_id: row.try_get("aggregate_id")?,
+        topic: row.try_get("topic")?,
+        payload: row.try_get("payload")?,
+        headers: parse_headers(&event_id_text, &headers),
+        created_at: created_at.and_utc(),
+        attempts: row.try_get("attempts")?,
+        replay: false,
+    })
+}
+
+fn claimed_from_row(row: &MySqlRow) -> Result<ClaimedEvent, sqlx::Error> {
     // MariaDB types `partition_key % ?` as BIGINT.
     let partition_no: i64 = row.try_get("partition_no")?;
     Ok(ClaimedEvent {
@@ -81,20 +105,27 @@ fn claimed_from_row(row: &MySqlRow) -> Result<ClaimedEvent, sqlx::Error> {
             index: "partition_no".to_owned(),
             source: Box::new(error),
         })?,
-        event: OutboundEvent {
-            id: row.try_get("id")?,
-            event_id,
-            event_type: row.try_get("event_type")?,
-            event_version: row.try_get("event_version")?,
-            source: row.try_get("source")?,
-            aggregate_type: row.try_get("aggregate_type")?,
-            aggregate_id: row.try_get("aggregate_id")?,
-            topic: row.try_get("topic")?,
-            payload: row.try_get("payload")?,
-            headers: parse_headers(&event_id_text, &headers),
-            created_at: created_at.and_utc(),
-            attempts: row.try_get("attempts")?,
-        },
+        event: outbound_from_row(row)?,
+    })
+}
+
+fn topic_status_from_row(row: &MySqlRow) -> Result<TopicStatus, sqlx::Error> {
+    Ok(TopicStatus {
+        topic: row.try_get("topic")?,
+        pending: row.try_get("pending")?,
+        retrying: row.try_get("retrying")?,
+        dead: row.try_get("dead")?,
+        published: row.try_get("published")?,
+    })
+}
+
+fn live_lease_from_row(row: &MySqlRow) -> Result<LiveLease, sqlx::Error> {
+    let expires_at: NaiveDateTime = row.try_get("lease_expires_at")?;
+    Ok(LiveLease {
+        partition_no: row.try_get("partition_no")?,
+        owner: row.try_get("lease_owner")?,
+        lease_token: row.try_get("lease_token")?,
+        expires_at: expires_at.and_utc(),
     })
 }
 
@@ -340,17 +371,74 @@ impl OutboxStore for MySqlStore {
     fn status(&self) -> BoxFuture<'_, Result<OutboxStatus, Error>> {
         Box::pin(async move {
             let row = sqlx::query(STATUS).fetch_one(&self.pool).await?;
+            let topics = sqlx::query(STATUS_TOPICS)
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(topic_status_from_row)
+                .collect::<Result<_, _>>()?;
+            let leases = sqlx::query(STATUS_LEASES)
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(live_lease_from_row)
+                .collect::<Result<_, _>>()?;
             let oldest: Option<NaiveDateTime> = row.try_get("oldest_pending_at")?;
             Ok(OutboxStatus {
                 pending: row.try_get("pending")?,
                 retrying: row.try_get("retrying")?,
+                in_flight: row.try_get("in_flight")?,
                 dead: row.try_get("dead")?,
                 published: row.try_get("published")?,
-                oldest_pending_at: oldest.map(|time| time.and_utc().with_timezone(&Utc)),
+                oldest_pending_at: oldest.map(|time| time.and_utc()),
+                oldest_pending_age_seconds: row.try_get("oldest_pending_age_seconds")?,
                 leased_partitions: row.try_get("leased_partitions")?,
                 partitions: row.try_get("partitions")?,
                 live_relays: row.try_get("live_relays")?,
+                topics,
+                leases,
             })
+        })
+    }
+
+    fn database_time(&self) -> BoxFuture<'_, Result<DateTime<Utc>, Error>> {
+        Box::pin(async move {
+            let now: NaiveDateTime = sqlx::query_scalar(DATABASE_TIME)
+                .fetch_one(&self.pool)
+                .await?;
+            Ok(now.and_utc())
+        })
+    }
+
+    fn topic_exists<'a>(&'a self, topic: &'a str) -> BoxFuture<'a, Result<bool, Error>> {
+        Box::pin(async move {
+            let found: i64 = sqlx::query_scalar(TOPIC_EXISTS)
+                .bind(topic)
+                .fetch_one(&self.pool)
+                .await?;
+            Ok(found > 0)
+        })
+    }
+
+    fn fetch_published<'a>(
+        &'a self,
+        window: &'a ReplayWindow,
+        after_id: i64,
+        limit: i64,
+    ) -> BoxFuture<'a, Result<Vec<OutboundEvent>, Error>> {
+        Box::pin(async move {
+            let rows = sqlx::query(FETCH_PUBLISHED)
+                .bind(window.topic.as_str())
+                .bind(window.since.naive_utc())
+                .bind(window.until.naive_utc())
+                .bind(after_id)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+            Ok(rows
+                .iter()
+                .map(outbound_from_row)
+                .collect::<Result<_, _>>()?)
         })
     }
 

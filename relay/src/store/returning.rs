@@ -13,8 +13,9 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{PgPool, Row, SqlitePool};
 
 use super::{
-    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, OutboxStatus, OutboxStore,
-    integers_json, leases_json, parse_headers, seconds, selector_binds,
+    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, LiveLease, OutboxStatus,
+    OutboxStore, ReplayWindow, TopicStatus, integers_json, leases_json, parse_headers, seconds,
+    selector_binds,
 };
 use crate::{Error, OutboundEvent};
 
@@ -23,8 +24,19 @@ fn integer_array<T: Copy>(values: &[T]) -> Vec<T> {
     values.to_vec()
 }
 
+/// PostgreSQL binds times as `timestamptz`.
+fn timestamptz(time: DateTime<Utc>) -> DateTime<Utc> {
+    time
+}
+
+/// SQLite keeps times as text in the format of its `created_at` default,
+/// `%Y-%m-%dT%H:%M:%fZ` (milliseconds), which compares in time order.
+fn sqlite_time_text(time: DateTime<Utc>) -> String {
+    time.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
 macro_rules! returning_store {
-    ($store:ident, $pool:ty, $row:ty, $backend:literal, $doc:literal, $bind_integers:path) => {
+    ($store:ident, $pool:ty, $row:ty, $backend:literal, $doc:literal, $bind_integers:path, $bind_time:path) => {
         #[doc = $doc]
         #[derive(Debug, Clone)]
         pub struct $store {
@@ -49,7 +61,7 @@ macro_rules! returning_store {
                 })
             }
 
-            fn claimed_from_row(row: &$row) -> Result<ClaimedEvent, sqlx::Error> {
+            fn outbound_from_row(row: &$row) -> Result<OutboundEvent, sqlx::Error> {
                 let event_id_text: String = row.try_get("event_id")?;
                 let event_id = uuid::Uuid::parse_str(&event_id_text).map_err(|error| {
                     sqlx::Error::ColumnDecode {
@@ -58,22 +70,27 @@ macro_rules! returning_store {
                     }
                 })?;
                 let headers: String = row.try_get("headers")?;
+                Ok(OutboundEvent {
+                    id: row.try_get("id")?,
+                    event_id,
+                    event_type: row.try_get("event_type")?,
+                    event_version: row.try_get("event_version")?,
+                    source: row.try_get("source")?,
+                    aggregate_type: row.try_get("aggregate_type")?,
+                    aggregate_id: row.try_get("aggregate_id")?,
+                    topic: row.try_get("topic")?,
+                    payload: row.try_get("payload")?,
+                    headers: parse_headers(&event_id_text, &headers),
+                    created_at: row.try_get("created_at")?,
+                    attempts: row.try_get("attempts")?,
+                    replay: false,
+                })
+            }
+
+            fn claimed_from_row(row: &$row) -> Result<ClaimedEvent, sqlx::Error> {
                 Ok(ClaimedEvent {
                     partition_no: row.try_get("partition_no")?,
-                    event: OutboundEvent {
-                        id: row.try_get("id")?,
-                        event_id,
-                        event_type: row.try_get("event_type")?,
-                        event_version: row.try_get("event_version")?,
-                        source: row.try_get("source")?,
-                        aggregate_type: row.try_get("aggregate_type")?,
-                        aggregate_id: row.try_get("aggregate_id")?,
-                        topic: row.try_get("topic")?,
-                        payload: row.try_get("payload")?,
-                        headers: parse_headers(&event_id_text, &headers),
-                        created_at: row.try_get("created_at")?,
-                        attempts: row.try_get("attempts")?,
-                    },
+                    event: Self::outbound_from_row(row)?,
                 })
             }
 
@@ -335,17 +352,110 @@ macro_rules! returning_store {
                     let row = sqlx::query(include_str!(concat!("sql/", $backend, "/status.sql")))
                         .fetch_one(&self.pool)
                         .await?;
+                    let topic_rows = sqlx::query(include_str!(concat!(
+                        "sql/",
+                        $backend,
+                        "/status_topics.sql"
+                    )))
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let lease_rows = sqlx::query(include_str!(concat!(
+                        "sql/",
+                        $backend,
+                        "/status_leases.sql"
+                    )))
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let topics = topic_rows
+                        .iter()
+                        .map(|row| {
+                            Ok::<_, sqlx::Error>(TopicStatus {
+                                topic: row.try_get("topic")?,
+                                pending: row.try_get("pending")?,
+                                retrying: row.try_get("retrying")?,
+                                dead: row.try_get("dead")?,
+                                published: row.try_get("published")?,
+                            })
+                        })
+                        .collect::<Result<_, _>>()?;
+                    let leases = lease_rows
+                        .iter()
+                        .map(|row| {
+                            Ok::<_, sqlx::Error>(LiveLease {
+                                partition_no: row.try_get("partition_no")?,
+                                owner: row.try_get("lease_owner")?,
+                                lease_token: row.try_get("lease_token")?,
+                                expires_at: row.try_get("lease_expires_at")?,
+                            })
+                        })
+                        .collect::<Result<_, _>>()?;
                     Ok(OutboxStatus {
                         pending: row.try_get("pending")?,
                         retrying: row.try_get("retrying")?,
+                        in_flight: row.try_get("in_flight")?,
                         dead: row.try_get("dead")?,
                         published: row.try_get("published")?,
                         oldest_pending_at: row
                             .try_get::<Option<DateTime<Utc>>, _>("oldest_pending_at")?,
+                        oldest_pending_age_seconds: row.try_get("oldest_pending_age_seconds")?,
                         leased_partitions: row.try_get("leased_partitions")?,
                         partitions: row.try_get("partitions")?,
                         live_relays: row.try_get("live_relays")?,
+                        topics,
+                        leases,
                     })
+                })
+            }
+
+            fn database_time(&self) -> BoxFuture<'_, Result<DateTime<Utc>, Error>> {
+                Box::pin(async move {
+                    Ok(sqlx::query_scalar(include_str!(concat!(
+                        "sql/",
+                        $backend,
+                        "/database_time.sql"
+                    )))
+                    .fetch_one(&self.pool)
+                    .await?)
+                })
+            }
+
+            fn topic_exists<'a>(&'a self, topic: &'a str) -> BoxFuture<'a, Result<bool, Error>> {
+                Box::pin(async move {
+                    let found: i64 = sqlx::query_scalar(include_str!(concat!(
+                        "sql/",
+                        $backend,
+                        "/topic_exists.sql"
+                    )))
+                    .bind(topic)
+                    .fetch_one(&self.pool)
+                    .await?;
+                    Ok(found > 0)
+                })
+            }
+
+            fn fetch_published<'a>(
+                &'a self,
+                window: &'a ReplayWindow,
+                after_id: i64,
+                limit: i64,
+            ) -> BoxFuture<'a, Result<Vec<OutboundEvent>, Error>> {
+                Box::pin(async move {
+                    let rows = sqlx::query(include_str!(concat!(
+                        "sql/",
+                        $backend,
+                        "/fetch_published.sql"
+                    )))
+                    .bind(window.topic.as_str())
+                    .bind($bind_time(window.since))
+                    .bind($bind_time(window.until))
+                    .bind(after_id)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows
+                        .iter()
+                        .map(Self::outbound_from_row)
+                        .collect::<Result<_, _>>()?)
                 })
             }
 
@@ -414,7 +524,8 @@ returning_store!(
     PgRow,
     "postgres",
     "The relay's store on PostgreSQL.",
-    integer_array
+    integer_array,
+    timestamptz
 );
 returning_store!(
     SqliteStore,
@@ -422,5 +533,6 @@ returning_store!(
     SqliteRow,
     "sqlite",
     "The relay's store on SQLite.",
-    integers_json
+    integers_json,
+    sqlite_time_text
 );

@@ -164,6 +164,29 @@ fn amqp_text(value: &AMQPValue) -> String {
     }
 }
 
+/// Declare a durable topic exchange with no queue bound to it: the broker
+/// returns every message published to it as unroutable.
+pub async fn declare_rabbitmq_exchange(exchange: &str) {
+    require_port("127.0.0.1:5672", "RabbitMQ").await;
+    let connection = Connection::connect(&amqp_url(), ConnectionProperties::default())
+        .await
+        .expect("connect to RabbitMQ");
+    let channel = connection.create_channel().await.expect("channel");
+    channel
+        .exchange_declare(
+            exchange.into(),
+            ExchangeKind::Topic,
+            ExchangeDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .expect("declare exchange");
+    let _ = connection.close(200, "OK".into()).await;
+}
+
 /// Declare a durable topic exchange and a durable queue bound to it with
 /// `#`, and consume the queue in the background (manual ack).
 pub async fn rabbitmq_exchange_consumer(exchange: &str) -> Collected {

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod brokers;
+pub mod dialect;
 pub mod http;
 pub mod process;
 pub mod workload;

@@ -1,0 +1,1 @@
+SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')

@@ -1,0 +1,2 @@
+-- ?1 topic: 1 when any event has it, else 0.
+SELECT COUNT(*) FROM (SELECT 1 FROM outbox_events WHERE topic = ?1 LIMIT 1) AS found
