@@ -183,23 +183,30 @@ async fn the_tracing_span_comes_before_the_opentelemetry_context<
 ) {
     outbox::migrate(db.pool()).await.expect("migrate");
     let (_provider, tracer) = tracer();
-    let outer = Context::new().with_span(tracer.start("outer"));
+    let outer = Context::new().with_span(tracer.start("otel_only"));
     let outer_traceparent = expected_traceparent(outer.span().span_context());
     let subscriber =
         tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(tracer));
 
     let work = async {
-        // A tracing span with a parent of its own, unrelated to `outer`.
+        // A root tracing span, unrelated to `outer`. Entering it makes it
+        // the current OpenTelemetry context too; the OpenTelemetry context
+        // attached inside it then differs from the current tracing span.
         let span = tracing::info_span!("bridged");
-        let _ = span.set_parent(Context::new());
         let expected = expected_traceparent(span.context().span().span_context());
         let enqueue = async {
+            assert_eq!(
+                TraceContext::of(Context::current().span().span_context())
+                    .map(|context| context.traceparent),
+                Some(outer_traceparent.clone()),
+                "the OpenTelemetry context is the other span"
+            );
             enqueue_single_and_batch(db, "single", &[]).await;
         };
-        tracing::Instrument::instrument(enqueue, span).await;
+        tracing::Instrument::instrument(enqueue.with_context(outer), span).await;
         expected
     };
-    let expected = work.with_subscriber(subscriber).with_context(outer).await;
+    let expected = work.with_subscriber(subscriber).await;
     assert_ne!(expected, outer_traceparent);
 
     let stored = stored_headers(db).await;
