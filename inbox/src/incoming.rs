@@ -245,8 +245,9 @@ mod tests {
     }
 
     fn amqp(headers: &[(&str, &str)]) -> IncomingEvent {
-        let headers = headers
+        let headers = [("cloudEvents:source", "/s")]
             .iter()
+            .chain(headers)
             .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()));
         IncomingEvent::from_amqp(headers, Some("1"), Some("t"), b"{}").expect("decodes")
     }

@@ -195,6 +195,58 @@ mod otel {
             }
         }
 
+        /// Run `handler_span` for a message carrying `traceparent` under an
+        /// OpenTelemetry layer; the exported span.
+        fn exported_handler_span(traceparent: &str) -> opentelemetry_sdk::trace::SpanData {
+            use opentelemetry::trace::TracerProvider as _;
+            use tracing_subscriber::layer::SubscriberExt as _;
+
+            let exporter = opentelemetry_sdk::trace::InMemorySpanExporter::default();
+            let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+                .with_simple_exporter(exporter.clone())
+                .build();
+            let subscriber = tracing_subscriber::registry()
+                .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+            let incoming = IncomingEvent {
+                id: "event-1".to_owned(),
+                event_type: "parcel.shipped".to_owned(),
+                source: "/parcels".to_owned(),
+                attributes: [(TRACEPARENT_ATTRIBUTE.to_owned(), traceparent.to_owned())]
+                    .into_iter()
+                    .collect(),
+                data: b"{}".to_vec(),
+            };
+            tracing::subscriber::with_default(subscriber, || {
+                let span = crate::handler_span("dispatch", &incoming);
+                span.in_scope(|| tracing::info!("handled"));
+            });
+            provider.force_flush().expect("flush");
+            let mut spans = exporter.get_finished_spans().expect("spans");
+            assert_eq!(spans.len(), 1, "{spans:?}");
+            spans.remove(0)
+        }
+
+        #[test]
+        fn the_handler_span_is_a_child_of_the_remote_span() {
+            let span =
+                exported_handler_span("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+            assert_eq!(span.name, "inbox.handle");
+            assert_eq!(
+                span.span_context.trace_id().to_string(),
+                "4bf92f3577b34da6a3ce929d0e0e4736"
+            );
+            assert_eq!(span.parent_span_id.to_string(), "00f067aa0ba902b7");
+            assert!(span.parent_span_is_remote);
+        }
+
+        #[test]
+        fn a_malformed_traceparent_starts_a_trace_of_its_own() {
+            let span = exported_handler_span("00-not-a-trace-01");
+            assert_eq!(span.name, "inbox.handle");
+            assert_eq!(span.parent_span_id, SpanId::INVALID, "a root span");
+            assert!(span.span_context.is_valid());
+        }
+
         #[test]
         fn a_later_version_may_carry_more_fields() {
             let parent = remote_parent(
