@@ -270,8 +270,10 @@ async fn the_handler_span_continues_the_producers_trace() {
     tracing::Instrument::instrument(enqueue, producer_span).await;
 
     // The relay, in-process, publishing to the real RabbitMQ.
-    let mut relay_config = RelayConfig::default();
-    relay_config.poll_interval_max = Duration::from_millis(50);
+    let relay_config = RelayConfig {
+        poll_interval_max: Duration::from_millis(50),
+        ..RelayConfig::default()
+    };
     let publisher = RabbitMqPublisher::new(RabbitMqPublisherConfig::new(amqp_url()))
         .expect("rabbitmq publisher");
     let relay = Relay::new(
