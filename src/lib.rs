@@ -31,6 +31,11 @@
 //!
 //! Supported databases are PostgreSQL, MySQL / MariaDB and SQLite; see
 //! [`Backend`].
+//!
+//! With the `opentelemetry` feature, an event enqueued inside an
+//! OpenTelemetry span (or a `tracing` span bridged to one) carries the
+//! span's W3C `traceparent` in its headers, so consumers continue the
+//! producer's trace; see the `trace_context` module.
 
 mod backend;
 mod error;
@@ -38,6 +43,8 @@ mod event;
 mod message;
 mod migrate;
 mod options;
+#[cfg(feature = "opentelemetry")]
+pub mod trace_context;
 mod writer;
 
 pub use backend::{Backend, MIGRATIONS_TABLE};

@@ -116,6 +116,11 @@ impl OutboxWriter {
     /// Enqueue prepared messages, of any event types, in one multi-row
     /// `INSERT`, in order. Returns their event ids in the same order.
     ///
+    /// Every enqueue ends here. With the `opentelemetry` feature, a message
+    /// without a `traceparent` header gets the W3C trace context of the
+    /// caller's current span, when there is one (see the `trace_context`
+    /// module).
+    ///
     /// # Errors
     /// As [`OutboxWriter::enqueue`]; one rejected message rejects the batch.
     pub async fn enqueue_messages<DB: Backend>(
@@ -126,6 +131,8 @@ impl OutboxWriter {
         if messages.is_empty() {
             return Ok(Vec::new());
         }
+        #[cfg(feature = "opentelemetry")]
+        let messages = crate::trace_context::fill_current(messages);
         for message in &messages {
             message.validate(self.max_payload_bytes)?;
         }

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
 use crate::error::DecodeError;
+use crate::trace_context::{TRACEPARENT_ATTRIBUTE, TRACESTATE_ATTRIBUTE};
 
 /// The extension attribute carrying the payload's schema version.
 pub const EVENT_VERSION_ATTRIBUTE: &str = "eventversion";
@@ -64,7 +65,9 @@ impl IncomingEvent {
     }
 
     /// Build from Kafka headers in the CloudEvents Kafka binding (binary
-    /// mode): `ce_<attribute>` headers and the value as the payload.
+    /// mode): `ce_<attribute>` headers and the value as the payload. Plain
+    /// W3C `traceparent` / `tracestate` headers stand in for missing
+    /// `ce_traceparent` / `ce_tracestate`.
     ///
     /// # Errors
     /// As [`IncomingEvent::from_attributes`]; a non-UTF-8 `ce_` header is
@@ -74,8 +77,12 @@ impl IncomingEvent {
         value: &[u8],
     ) -> Result<Self, DecodeError> {
         let mut attributes = BTreeMap::new();
+        let mut plain_trace_headers = Vec::new();
         for (name, bytes) in headers {
             let Some(attribute) = name.strip_prefix("ce_") else {
+                if let Some(value) = plain_trace_header(name, bytes) {
+                    plain_trace_headers.push((name.to_owned(), value));
+                }
                 continue;
             };
             let text = std::str::from_utf8(bytes.unwrap_or_default()).map_err(|_| {
@@ -86,12 +93,14 @@ impl IncomingEvent {
             })?;
             attributes.insert(attribute.to_owned(), text.to_owned());
         }
+        stand_in_for_trace_attributes(&mut attributes, plain_trace_headers);
         IncomingEvent::from_attributes(attributes, value.to_vec())
     }
 
     /// Build from AMQP headers with the `cloudEvents:` prefix and the body;
     /// `message_id` and `type` properties stand in for a missing `id` and
-    /// `type`.
+    /// `type`, plain W3C `traceparent` / `tracestate` headers for missing
+    /// `cloudEvents:traceparent` / `cloudEvents:tracestate`.
     ///
     /// # Errors
     /// As [`IncomingEvent::from_attributes`].
@@ -101,14 +110,21 @@ impl IncomingEvent {
         message_type: Option<&str>,
         body: &[u8],
     ) -> Result<Self, DecodeError> {
-        let mut attributes: BTreeMap<String, String> = headers
-            .into_iter()
-            .filter_map(|(name, value)| {
-                name.strip_prefix("cloudEvents:")
-                    .or_else(|| name.strip_prefix("cloudEvents_"))
-                    .map(|attribute| (attribute.to_owned(), value))
-            })
-            .collect();
+        let mut attributes = BTreeMap::new();
+        let mut plain_trace_headers = Vec::new();
+        for (name, value) in headers {
+            let attribute = name
+                .strip_prefix("cloudEvents:")
+                .or_else(|| name.strip_prefix("cloudEvents_"));
+            match attribute {
+                Some(attribute) => {
+                    attributes.insert(attribute.to_owned(), value);
+                }
+                None if is_trace_attribute(&name) => plain_trace_headers.push((name, value)),
+                None => {}
+            }
+        }
+        stand_in_for_trace_attributes(&mut attributes, plain_trace_headers);
         if let Some(message_id) = message_id {
             attributes
                 .entry("id".to_owned())
@@ -221,6 +237,13 @@ impl IncomingEvent {
             .is_some_and(|value| value.trim().eq_ignore_ascii_case("true"))
     }
 
+    /// The W3C `traceparent` the message carries, if any.
+    pub fn traceparent(&self) -> Option<&str> {
+        self.attributes
+            .get(TRACEPARENT_ATTRIBUTE)
+            .map(String::as_str)
+    }
+
     /// The payload's schema version (`eventversion`), 1 when absent.
     ///
     /// # Errors
@@ -288,6 +311,37 @@ fn is_json_content_type(content_type: &str) -> bool {
         .trim()
         .to_ascii_lowercase();
     media_type == "application/json" || media_type == "text/json" || media_type.ends_with("+json")
+}
+
+fn is_trace_attribute(name: &str) -> bool {
+    name == TRACEPARENT_ATTRIBUTE || name == TRACESTATE_ATTRIBUTE
+}
+
+/// The text of a plain (unprefixed) W3C trace header; `None` for any other
+/// header, or one that is not UTF-8.
+fn plain_trace_header(name: &str, bytes: Option<&[u8]>) -> Option<String> {
+    if !is_trace_attribute(name) {
+        return None;
+    }
+    std::str::from_utf8(bytes?).ok().map(str::to_owned)
+}
+
+/// Plain `traceparent` / `tracestate` headers fill the attributes of the
+/// same name when the CloudEvents headers do not carry them. Both come
+/// from one source, so a `tracestate` never pairs with another source's
+/// `traceparent`.
+fn stand_in_for_trace_attributes(
+    attributes: &mut BTreeMap<String, String>,
+    plain_trace_headers: Vec<(String, String)>,
+) {
+    let has_plain_traceparent = plain_trace_headers
+        .iter()
+        .any(|(name, _)| name == TRACEPARENT_ATTRIBUTE);
+    if attributes.contains_key(TRACEPARENT_ATTRIBUTE) || !has_plain_traceparent {
+        return;
+    }
+    attributes.remove(TRACESTATE_ATTRIBUTE);
+    attributes.extend(plain_trace_headers);
 }
 
 #[cfg(test)]
@@ -393,5 +447,84 @@ mod tests {
         assert!(!amqp(None).is_replay());
         assert!(!amqp(Some(("cloudEvents:outboxreplay", "no"))).is_replay());
         assert!(!amqp(Some(("outboxreplay", "true"))).is_replay());
+    }
+
+    const CE_PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const PLAIN_PARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+    fn kafka_headers(headers: &[(&str, &str)]) -> IncomingEvent {
+        let mut all = vec![("ce_id", "1"), ("ce_type", "t"), ("ce_source", "/s")];
+        all.extend_from_slice(headers);
+        IncomingEvent::from_kafka(
+            all.iter()
+                .map(|(name, value)| (*name, Some(value.as_bytes()))),
+            b"{}",
+        )
+        .expect("decodes")
+    }
+
+    fn amqp_headers(headers: &[(&str, &str)]) -> IncomingEvent {
+        let headers = [("cloudEvents:source", "/s")]
+            .iter()
+            .chain(headers)
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()));
+        IncomingEvent::from_amqp(headers, Some("1"), Some("t"), b"{}").expect("decodes")
+    }
+
+    #[test]
+    fn the_cloudevents_traceparent_wins_over_the_plain_header() {
+        let incoming = kafka_headers(&[
+            ("ce_traceparent", CE_PARENT),
+            ("traceparent", PLAIN_PARENT),
+            ("tracestate", "plain=1"),
+        ]);
+        assert_eq!(incoming.traceparent(), Some(CE_PARENT));
+        assert_eq!(incoming.attributes.get("tracestate"), None);
+
+        let incoming = amqp_headers(&[
+            ("cloudEvents:traceparent", CE_PARENT),
+            ("cloudEvents:tracestate", "ce=1"),
+            ("traceparent", PLAIN_PARENT),
+        ]);
+        assert_eq!(incoming.traceparent(), Some(CE_PARENT));
+        assert_eq!(
+            incoming.attributes.get("tracestate").map(String::as_str),
+            Some("ce=1")
+        );
+    }
+
+    #[test]
+    fn plain_trace_headers_stand_in_for_missing_attributes() {
+        let incoming = kafka_headers(&[
+            ("traceparent", PLAIN_PARENT),
+            ("tracestate", "plain=1"),
+            ("other", "x"),
+        ]);
+        assert_eq!(incoming.traceparent(), Some(PLAIN_PARENT));
+        assert_eq!(
+            incoming.attributes.get("tracestate").map(String::as_str),
+            Some("plain=1")
+        );
+        assert!(!incoming.attributes.contains_key("other"));
+
+        let incoming = amqp_headers(&[
+            ("cloudEvents:tracestate", "ce=1"),
+            ("traceparent", PLAIN_PARENT),
+        ]);
+        assert_eq!(incoming.traceparent(), Some(PLAIN_PARENT));
+        assert_eq!(
+            incoming.attributes.get("tracestate"),
+            None,
+            "a tracestate never pairs with another source's traceparent"
+        );
+    }
+
+    #[test]
+    fn no_trace_headers_no_traceparent() {
+        assert_eq!(
+            kafka_headers(&[("tracestate", "plain=1")]).traceparent(),
+            None
+        );
+        assert_eq!(amqp_headers(&[]).traceparent(), None);
     }
 }

@@ -6,7 +6,10 @@
 //! binary mode, CONTRACT §3): `ce_*` headers, the payload as the value and
 //! the aggregate id as the key. For each message the consumer builds an
 //! [`IncomingEvent`], decodes it with [`Handler::decode`] and runs
-//! [`Handler::handle`] inside [`Inbox::process`].
+//! [`Handler::handle`] inside [`Inbox::process`], each attempt in an
+//! `inbox.handle` span ([`crate::handler_span`]) that continues the
+//! producer's trace from `ce_traceparent` (or the plain `traceparent`
+//! header) with the `opentelemetry` feature.
 //!
 //! # Offsets
 //!
@@ -93,6 +96,7 @@ use crate::handler::Handler;
 use crate::inbox::{Inbox, Outcome};
 use crate::incoming::IncomingEvent;
 use crate::prune::{PruneSettings, prune_until_stopped};
+use crate::trace_context::handler_span;
 
 /// Header naming why a message was dead-lettered.
 pub const DEAD_LETTER_REASON_HEADER: &str = "outbox-dead-letter-reason";
@@ -785,9 +789,12 @@ impl<DB: InboxBackend, H: Handler<DB>> Shared<DB, H> {
         loop {
             let handler = Arc::clone(&self.handler);
             let event_for_attempt = Arc::clone(&event);
-            let attempt = self.inbox.process(&incoming.id, move |tx| {
-                Box::pin(async move { handler.handle(tx, &event_for_attempt).await })
-            });
+            let attempt = self
+                .inbox
+                .process(&incoming.id, move |tx| {
+                    Box::pin(async move { handler.handle(tx, &event_for_attempt).await })
+                })
+                .instrument(handler_span(self.inbox.consumer(), &incoming));
             let reason = match AssertUnwindSafe(attempt).catch_unwind().await {
                 Ok(Ok(Outcome::Processed(()))) => {
                     tracing::debug!(event_id = %incoming.id, attempts = attempts + 1, "event processed");

@@ -8,7 +8,10 @@
 //! up to that many are processed concurrently. For each delivery it builds
 //! an [`IncomingEvent`] from the `cloudEvents:` headers and the `message_id`
 //! / `type` properties, decodes it with [`Handler::decode`], and runs
-//! [`Handler::handle`] inside [`Inbox::process`]. The delivery is acked only
+//! [`Handler::handle`] inside [`Inbox::process`], in an `inbox.handle` span
+//! ([`crate::handler_span`]) that continues the producer's trace from the
+//! `cloudEvents:traceparent` (or plain `traceparent`) header with the
+//! `opentelemetry` feature. The delivery is acked only
 //! after the inbox transaction committed ([`Outcome::Processed`]) or found
 //! the event already processed ([`Outcome::Duplicate`]). Every redelivery
 //! the broker makes (after a lost connection, a crash, a requeue) is
@@ -94,6 +97,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Consumer, ExchangeKind};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::backend::InboxBackend;
 use crate::error::{BoxError, Error};
@@ -101,6 +105,7 @@ use crate::handler::Handler;
 use crate::inbox::{Inbox, Outcome};
 use crate::incoming::IncomingEvent;
 use crate::prune::{PruneSettings, prune_until_stopped};
+use crate::trace_context::handler_span;
 
 /// Header counting the failed attempts before this delivery (absent = 0).
 pub const ATTEMPTS_HEADER: &str = "x-outbox-attempts";
@@ -771,9 +776,12 @@ async fn handle_delivery<DB: InboxBackend, H: Handler<DB>>(
     let attempt = previous_attempts.saturating_add(1);
 
     let task_shared = Arc::clone(&shared);
-    let processing = shared.inbox.process(event_id, move |tx| {
-        Box::pin(async move { task_shared.handler.handle(tx, &event).await })
-    });
+    let processing = shared
+        .inbox
+        .process(event_id, move |tx| {
+            Box::pin(async move { task_shared.handler.handle(tx, &event).await })
+        })
+        .instrument(handler_span(shared.inbox.consumer(), &incoming));
     let outcome = match AssertUnwindSafe(processing).catch_unwind().await {
         Ok(Ok(outcome)) => Attempt::Done(outcome),
         Ok(Err(Error::Database(error))) => Attempt::Outage(error.to_string()),

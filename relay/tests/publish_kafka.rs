@@ -94,6 +94,9 @@ fn event(topic: &str, aggregate_id: &str, sequence: usize) -> OutboundEvent {
             format!("00-{:032x}-{:016x}-01", sequence + 1, sequence + 1),
         );
     }
+    if sequence.is_multiple_of(4) {
+        headers.insert("tracestate".to_owned(), format!("vendor=v{sequence}"));
+    }
     headers.insert("tenant".to_owned(), "acme".to_owned());
     OutboundEvent {
         id: i64::try_from(sequence).expect("small sequence") + 1,
@@ -246,14 +249,24 @@ async fn batch_arrives_with_every_cloudevents_attribute_in_key_order() {
             .expect("ce_time is RFC 3339")
             .to_utc();
         assert_eq!(parsed, event.created_at, "ce_time = created_at");
-        match event.headers.get("traceparent") {
-            Some(traceparent) => {
-                assert_eq!(message.headers.get("ce_traceparent"), Some(traceparent));
-                assert_eq!(message.headers.get("traceparent"), Some(traceparent));
-            }
-            None => {
-                assert!(!message.headers.contains_key("ce_traceparent"));
-                assert!(!message.headers.contains_key("traceparent"));
+        for trace_header in ["traceparent", "tracestate"] {
+            let extension = format!("ce_{trace_header}");
+            match event.headers.get(trace_header) {
+                Some(value) => {
+                    assert_eq!(message.headers.get(&extension), Some(value), "{extension}");
+                    assert_eq!(
+                        message.headers.get(trace_header),
+                        Some(value),
+                        "{trace_header}"
+                    );
+                }
+                None => {
+                    assert!(!message.headers.contains_key(&extension), "{extension}");
+                    assert!(
+                        !message.headers.contains_key(trace_header),
+                        "{trace_header}"
+                    );
+                }
             }
         }
         assert!(

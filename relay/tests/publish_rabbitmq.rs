@@ -160,6 +160,9 @@ fn event(exchange: &str, event_type: &str, aggregate_id: &str, sequence: usize) 
             format!("00-{:032x}-{:016x}-01", sequence + 1, sequence + 1),
         );
     }
+    if sequence.is_multiple_of(4) {
+        headers.insert("tracestate".to_owned(), format!("vendor=v{sequence}"));
+    }
     headers.insert("tenant".to_owned(), "acme".to_owned());
     OutboundEvent {
         id: i64::try_from(sequence).expect("small sequence") + 1,
@@ -290,14 +293,19 @@ async fn batch_arrives_with_every_cloudevents_attribute_in_order() {
             .expect("RFC 3339")
             .to_utc();
         assert_eq!(parsed, event.created_at, "cloudEvents:time = created_at");
-        assert_eq!(
-            header_text(delivery, "cloudEvents:traceparent"),
-            event.headers.get("traceparent").cloned()
-        );
-        assert_eq!(
-            header_text(delivery, "traceparent"),
-            event.headers.get("traceparent").cloned()
-        );
+        for trace_header in ["traceparent", "tracestate"] {
+            let extension = format!("cloudEvents:{trace_header}");
+            assert_eq!(
+                header_text(delivery, &extension),
+                event.headers.get(trace_header).cloned(),
+                "{extension}"
+            );
+            assert_eq!(
+                header_text(delivery, trace_header),
+                event.headers.get(trace_header).cloned(),
+                "{trace_header}"
+            );
+        }
     }
     fixture.delete().await;
 }
