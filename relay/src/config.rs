@@ -220,14 +220,19 @@ pub struct KafkaConfig {
     pub message_timeout: Duration,
 
     /// Whether the relay creates a topic it finds missing, with
-    /// `new_topic_partitions` partitions and the broker's default
-    /// replication. Default `false`: an event for a missing topic fails
-    /// and is retried.
+    /// `new_topic_partitions` partitions and `new_topic_replication_factor`
+    /// replicas. Default `false`: an event for a missing topic fails and
+    /// is retried.
     pub create_missing_topics: bool,
 
     /// Partitions of a topic created by `create_missing_topics`. At least
     /// 1. Default `3`.
     pub new_topic_partitions: i32,
+
+    /// Replicas of each partition of a topic created by
+    /// `create_missing_topics`; at most the number of brokers. At least 1.
+    /// Default `1`.
+    pub new_topic_replication_factor: i32,
 
     /// Further librdkafka settings, passed through as given
     /// (`[kafka.options]`, e.g. `"linger.ms" = 5`,
@@ -246,6 +251,7 @@ impl Default for KafkaConfig {
             message_timeout: Duration::from_secs(5),
             create_missing_topics: false,
             new_topic_partitions: 3,
+            new_topic_replication_factor: 1,
             options: BTreeMap::new(),
         }
     }
@@ -513,6 +519,15 @@ impl RelayConfig {
                 format!(
                     "{} is out of range; use at least 1",
                     kafka.new_topic_partitions
+                ),
+            ));
+        }
+        if kafka.new_topic_replication_factor < 1 {
+            return Err(Problem::new(
+                &["kafka", "new_topic_replication_factor"],
+                format!(
+                    "{} is out of range; use at least 1",
+                    kafka.new_topic_replication_factor
                 ),
             ));
         }

@@ -26,6 +26,7 @@ pub async fn build_publisher(
             kafka.message_timeout = config.kafka.message_timeout;
             kafka.create_missing_topics = config.kafka.create_missing_topics;
             kafka.new_topic_partitions = config.kafka.new_topic_partitions;
+            kafka.new_topic_replication_factor = config.kafka.new_topic_replication_factor;
             kafka.client_options = config.kafka.options.clone();
             Ok(Arc::new(KafkaPublisher::new(kafka)?))
         }

@@ -486,6 +486,7 @@ fn defaults_are_the_documented_values() {
     assert_eq!(config.kafka.message_timeout, Duration::from_secs(5));
     assert!(!config.kafka.create_missing_topics);
     assert_eq!(config.kafka.new_topic_partitions, 3);
+    assert_eq!(config.kafka.new_topic_replication_factor, 1);
     assert!(config.kafka.options.is_empty());
     assert_eq!(config.amqp.confirm_timeout, Duration::from_secs(5));
     assert_eq!(config.amqp.connect_timeout, Duration::from_secs(5));
@@ -597,6 +598,7 @@ fn a_full_config_parses() {
         message_timeout = "19s"
         create_missing_topics = true
         new_topic_partitions = 12
+        new_topic_replication_factor = 3
 
         [kafka.options]
         "linger.ms" = 5
@@ -630,6 +632,8 @@ fn a_full_config_parses() {
     assert_eq!(config.dead_letter.policy, DeadLetterPolicy::Skip);
     assert!(!config.retention.enabled);
     assert_eq!(config.retention.published, Duration::ZERO);
+    assert_eq!(config.kafka.new_topic_partitions, 12);
+    assert_eq!(config.kafka.new_topic_replication_factor, 3);
     let options: Vec<(&str, &str)> = config
         .kafka
         .options
@@ -866,7 +870,7 @@ fn syntax_errors_are_one_line_with_a_position() {
 
 #[test]
 fn out_of_range_values_name_the_field() {
-    let cases: [(&str, &[&str]); 10] = [
+    let cases: [(&str, &[&str]); 11] = [
         (
             "batch_size = 0",
             &[
@@ -905,6 +909,10 @@ fn out_of_range_values_name_the_field() {
         (
             "[kafka]\nnew_topic_partitions = 0",
             &["kafka.new_topic_partitions: 0 is out of range"],
+        ),
+        (
+            "[kafka]\nnew_topic_replication_factor = 0",
+            &["kafka.new_topic_replication_factor: 0 is out of range"],
         ),
         (
             "poll_interval_min = \"0ms\"",
