@@ -418,6 +418,7 @@ async fn dead(action: DeadAction) -> Result<(), Error> {
             let selector = selector(&selection)?;
             let opened = open_store(&database_url(&database)?).await?;
             let retried = opened.store.retry_dead(&selector).await?;
+            require_a_match(retried, &selector)?;
             println!("{retried} dead event(s) made pending again");
             Ok(())
         }
@@ -428,8 +429,30 @@ async fn dead(action: DeadAction) -> Result<(), Error> {
             let selector = selector(&selection)?;
             let opened = open_store(&database_url(&database)?).await?;
             let discarded = opened.store.discard_dead(&selector).await?;
+            require_a_match(discarded, &selector)?;
             println!("{discarded} dead event(s) discarded");
             Ok(())
         }
+    }
+}
+
+/// A `dead retry` or `dead discard` that names an event or an aggregate
+/// and matched nothing is an error (a mistyped id, or an event that is not
+/// dead); `--all` matching nothing is not.
+fn require_a_match(matched: u64, selector: &DeadSelector) -> Result<(), Error> {
+    if matched > 0 {
+        return Ok(());
+    }
+    match selector {
+        DeadSelector::EventId(event_id) => Err(Error::NotFound(format!(
+            "no dead event has event id {event_id}: it does not exist or is not dead"
+        ))),
+        DeadSelector::Aggregate {
+            aggregate_type,
+            aggregate_id,
+        } => Err(Error::NotFound(format!(
+            "aggregate {aggregate_type}:{aggregate_id} has no dead event"
+        ))),
+        DeadSelector::All => Ok(()),
     }
 }

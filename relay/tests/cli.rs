@@ -188,6 +188,15 @@ async fn migrate_status_and_dead_commands_work_on_a_real_database() {
         "0195f3a8-7d2c-7000-8000-000000000001",
     ]);
     assert!(retried.status.success(), "{}", stderr(&retried));
+    let not_dead = relay(&[
+        "dead",
+        "retry",
+        "--database-url",
+        &url,
+        "--event-id",
+        "0195f3a8-7d2c-7000-8000-000000000003",
+    ]);
+    assert_one_line_error(&not_dead, "0195f3a8-7d2c-7000-8000-000000000003");
     let discarded = relay(&[
         "dead",
         "discard",
@@ -197,6 +206,15 @@ async fn migrate_status_and_dead_commands_work_on_a_real_database() {
         "order:2",
     ]);
     assert!(discarded.status.success(), "{}", stderr(&discarded));
+    let no_dead_event = relay(&[
+        "dead",
+        "discard",
+        "--database-url",
+        &url,
+        "--aggregate",
+        "order:3",
+    ]);
+    assert_one_line_error(&no_dead_event, "order:3");
 
     let status = relay(&["status", "--database-url", &url, "--json"]);
     let json: serde_json::Value = serde_json::from_slice(&status.stdout).expect("JSON");
