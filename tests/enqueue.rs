@@ -38,6 +38,8 @@ struct Dialect {
     rows_of_last_statement: &'static str,
     /// Overwrite the checksum of applied migration 1.
     corrupt_migration_checksum: &'static str,
+    /// Migration files of the backend (`migrations/<backend>/`).
+    migrations: i64,
 }
 
 const POSTGRES: Dialect = Dialect {
@@ -45,16 +47,19 @@ const POSTGRES: Dialect = Dialect {
     rows_of_last_statement: "SELECT COUNT(*) FROM outbox_events \
          WHERE cmin = (SELECT cmin FROM outbox_events ORDER BY id LIMIT 1)",
     corrupt_migration_checksum: "UPDATE _outbox_migrations SET checksum = '\\x00'::bytea WHERE version = 1",
+    migrations: 1,
 };
 
 const MYSQL: Dialect = Dialect {
     rows_of_last_statement: "SELECT ROW_COUNT()",
     corrupt_migration_checksum: "UPDATE _outbox_migrations SET checksum = X'00' WHERE version = 1",
+    migrations: 1,
 };
 
 const SQLITE: Dialect = Dialect {
     rows_of_last_statement: "SELECT changes()",
     corrupt_migration_checksum: "UPDATE _outbox_migrations SET checksum = X'00' WHERE version = 1",
+    migrations: 2,
 };
 
 const CREATE_ORDERS: &str =
@@ -360,7 +365,8 @@ async fn migrate_is_repeatable_and_refuses_a_changed_migration<
         .expect("second migrate is a no-op");
     assert_eq!(
         count(db, "SELECT COUNT(*) FROM _outbox_migrations").await,
-        1
+        dialect.migrations,
+        "every migration recorded once"
     );
 
     let mut connection = db.pool().acquire().await.expect("acquire");
@@ -381,6 +387,32 @@ async fn migrate_is_repeatable_and_refuses_a_changed_migration<
         message.contains("migration 1") && message.contains("differs"),
         "{message}"
     );
+}
+
+async fn a_malformed_event_id_is_refused_at_insert<DB: outbox::Backend + TestBackend>(
+    db: &TestDatabase<DB>,
+    _dialect: &Dialect,
+) {
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let mut connection = db.pool().acquire().await.expect("acquire");
+    // 36 characters, lowercase, not a UUID: a row the relay could not read.
+    let refused = DB::execute(
+        &mut connection,
+        "INSERT INTO outbox_events (event_id, event_type, source, aggregate_type, aggregate_id, topic, payload) \
+         VALUES ('0195f3a8-7d2c-7000-8000-00000000abcz', 'invoice.sent', '/billing', 'invoice', 'inv-1', \
+         'invoices', '{}')",
+    )
+    .await;
+    let error = refused
+        .expect_err("a malformed event id is refused")
+        .to_string()
+        .to_lowercase();
+    assert!(
+        error.contains("event_id") || error.contains("uuid"),
+        "the error names the event id: {error}"
+    );
+    drop(connection);
+    assert_eq!(count(db, "SELECT COUNT(*) FROM outbox_events").await, 0);
 }
 
 /// Run each scenario once per backend, each on a fresh database.
@@ -424,4 +456,5 @@ scenarios_on_every_backend!(
     sixteen_concurrent_writers_get_unique_ids,
     explicit_event_id_and_headers_are_stored,
     migrate_is_repeatable_and_refuses_a_changed_migration,
+    a_malformed_event_id_is_refused_at_insert,
 );
