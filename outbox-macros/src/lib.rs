@@ -27,7 +27,7 @@ use syn::{DeriveInput, parse_macro_input};
 
 /// Implements `outbox::Event` for a struct.
 ///
-/// ```ignore
+/// ```
 /// use outbox::Event;
 /// use serde::Serialize;
 /// use uuid::Uuid;
