@@ -8,6 +8,12 @@
 //! cargo bench -p outbox-relay --bench relay_throughput -- --events 20000 --only kafka
 //! ```
 //!
+//! Besides the relay's drain it runs a read-only ceiling per broker and
+//! batch size: the same events read once each from PostgreSQL and published
+//! with no database write, the bound of any relay design that reads its
+//! events from the table. Every run prints the CPU time per event of this
+//! process, of PostgreSQL and of the broker, read from `/proc`.
+//!
 //! Needs the test services (`scripts/test.sh --services-only`): PostgreSQL,
 //! RabbitMQ and a Kafka-API broker. Every scenario uses a fresh database,
 //! topic, exchange and queue of its own and removes them at the end.
@@ -26,6 +32,9 @@
 //! - `OUTBOX_TEST_POSTGRES_URL`, `OUTBOX_TEST_KAFKA_BROKERS`,
 //!   `OUTBOX_TEST_AMQP_URL`: the services, as for the tests.
 //! - `RUST_LOG`: the relay's log (to stderr), `warn` by default.
+
+#[path = "relay_throughput/cpu.rs"]
+mod cpu;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,8 +55,8 @@ use outbox_relay::publish::{
     RabbitMqPublisherConfig,
 };
 use outbox_relay::store::{
-    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, OutboxStatus, OutboxStore,
-    ReplayWindow,
+    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, OutboxBacklog, OutboxStatus,
+    OutboxStore, ReplayWindow,
 };
 use outbox_relay::{DatabaseUrl, Error, OutboundEvent, Relay, RelayConfig, open_store};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -70,6 +79,9 @@ const PUBLISHER_CHUNK: usize = 10_000;
 /// Publisher confirms in flight at most for raw lapin.
 const AMQP_WINDOW: usize = 5_000;
 /// Longest wait for a drain or for the last deliveries of a latency run.
+/// Process names of the brokers, for the CPU figures.
+const KAFKA_PROCESSES: &[&str] = &["tansu"];
+const RABBITMQ_PROCESSES: &[&str] = &["beam.smp"];
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
 /// Concurrent producer tasks of the latency run (one-row transactions are
 /// bound by the commit's fsync, so one task alone cannot keep 1,000/s).
@@ -473,6 +485,10 @@ impl OutboxStore for TimedStore {
     ) -> BoxFuture<'_, Result<u64, Error>> {
         self.inner.delete_published(older_than, limit)
     }
+    fn backlog(&self) -> BoxFuture<'_, Result<OutboxBacklog, Error>> {
+        self.inner.backlog()
+    }
+
     fn status(&self) -> BoxFuture<'_, Result<OutboxStatus, Error>> {
         self.inner.status()
     }
@@ -671,12 +687,21 @@ async fn delete_topic(settings: &Settings, topic: &str) {
 }
 
 fn kafka_publisher(settings: &Settings) -> Arc<KafkaPublisher> {
-    Arc::new(
-        KafkaPublisher::new(KafkaPublisherConfig::new(vec![
-            settings.kafka_brokers.clone(),
-        ]))
-        .expect("kafka publisher"),
-    )
+    let mut config = KafkaPublisherConfig::new(vec![settings.kafka_brokers.clone()]);
+    if let Ok(options) = std::env::var("OUTBOX_BENCH_KAFKA_OPTIONS") {
+        for option in options
+            .split(',')
+            .filter(|option| !option.trim().is_empty())
+        {
+            let (key, value) = option.split_once('=').unwrap_or_else(|| {
+                panic!("OUTBOX_BENCH_KAFKA_OPTIONS: `{option}` is not key=value")
+            });
+            config
+                .client_options
+                .insert(key.trim().to_owned(), value.trim().to_owned());
+        }
+    }
+    Arc::new(KafkaPublisher::new(config).expect("kafka publisher"))
 }
 
 /// Publish one event so that the producer id, the connections and the topic
@@ -782,13 +807,13 @@ fn rabbitmq_publisher(settings: &Settings) -> Arc<RabbitMqPublisher> {
 
 /// Plain rdkafka: a FutureProducer with the relay's producer settings,
 /// every record sent (pipelined), then every delivery report awaited.
-async fn raw_rdkafka(settings: &Settings, topic: &str) -> (f64, u64) {
+async fn raw_rdkafka(settings: &Settings, topic: &str) -> (f64, u64, cpu::CpuSpent) {
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", &settings.kafka_brokers)
         .set("client.id", "outbox-bench-raw")
         .set("enable.idempotence", "true")
         .set("acks", "all")
-        .set("linger.ms", "5")
+        .set("linger.ms", "1")
         .set("message.timeout.ms", "30000")
         .set("partitioner", "murmur2_random")
         .set("allow.auto.create.topics", "false")
@@ -830,6 +855,7 @@ async fn raw_rdkafka(settings: &Settings, topic: &str) -> (f64, u64) {
         .await
         .expect("warm-up record");
 
+    let cpu_before = cpu::sample(KAFKA_PROCESSES);
     let started = Instant::now();
     let mut in_flight: VecDeque<DeliveryFuture> = VecDeque::new();
     let mut delivered = 0u64;
@@ -864,8 +890,9 @@ async fn raw_rdkafka(settings: &Settings, topic: &str) -> (f64, u64) {
         settle(delivery.await);
     }
     let elapsed = started.elapsed();
+    let spent = cpu_before.until(&cpu::sample(KAFKA_PROCESSES));
     assert_eq!(failed, 0, "raw rdkafka: {failed} records failed");
-    (delivered as f64 / elapsed.as_secs_f64(), delivered)
+    (delivered as f64 / elapsed.as_secs_f64(), delivered, spent)
 }
 
 /// The relay's own publisher, called directly with big batches.
@@ -891,7 +918,7 @@ async fn raw_publisher(settings: &Settings, publisher: &dyn Publisher, topic: &s
 
 /// Plain lapin: publisher confirms, mandatory, persistent, the relay's
 /// properties and headers; at most `AMQP_WINDOW` confirms outstanding.
-async fn raw_lapin(settings: &Settings, exchange: &str) -> (f64, u64) {
+async fn raw_lapin(settings: &Settings, exchange: &str) -> (f64, u64, cpu::CpuSpent) {
     let connection = Connection::connect(&settings.amqp_url, ConnectionProperties::default())
         .await
         .expect("connect to RabbitMQ");
@@ -948,6 +975,7 @@ async fn raw_lapin(settings: &Settings, exchange: &str) -> (f64, u64) {
         .await
         .expect("confirm");
 
+    let cpu_before = cpu::sample(RABBITMQ_PROCESSES);
     let started = Instant::now();
     let mut confirms = VecDeque::new();
     let mut acknowledged = 0u64;
@@ -980,8 +1008,13 @@ async fn raw_lapin(settings: &Settings, exchange: &str) -> (f64, u64) {
         check(confirm.await.expect("confirm"));
     }
     let elapsed = started.elapsed();
+    let spent = cpu_before.until(&cpu::sample(RABBITMQ_PROCESSES));
     let _ = connection.close(200, "bye".into()).await;
-    (acknowledged as f64 / elapsed.as_secs_f64(), acknowledged)
+    (
+        acknowledged as f64 / elapsed.as_secs_f64(),
+        acknowledged,
+        spent,
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -995,6 +1028,7 @@ struct DrainResult {
     startup: Duration,
     enqueue: Duration,
     phases: String,
+    cpu: cpu::CpuSpent,
 }
 
 /// Enqueue every event first, then start the relay in-process and time it
@@ -1004,6 +1038,7 @@ async fn relay_drain(
     publisher: Arc<dyn Publisher>,
     target: &str,
     batch_size: u32,
+    broker_processes: &[&str],
 ) -> DrainResult {
     let database = create_database(settings).await;
     let enqueue = enqueue_all(settings, &database.pool, target).await;
@@ -1032,6 +1067,7 @@ async fn relay_drain(
     let relay =
         Relay::new(store, timed, relay_settings(unique_name("relay"), &config)).with_wakeup(wakeup);
 
+    let cpu_before = cpu::sample(broker_processes);
     let started = Instant::now();
     let task = tokio::spawn(relay.run(stop.clone()));
     let finished = phases.wait_reached(DRAIN_TIMEOUT).await.unwrap_or_else(|| {
@@ -1041,6 +1077,7 @@ async fn relay_drain(
             settings.events
         )
     });
+    let cpu = cpu_before.until(&cpu::sample(broker_processes));
     stop.cancel();
     let totals = task.await.expect("relay task").expect("relay run");
     let elapsed = finished - started;
@@ -1068,7 +1105,172 @@ async fn relay_drain(
         startup,
         enqueue,
         phases: report,
+        cpu,
     }
+}
+
+/// The upper bound of any relay that reads its events from PostgreSQL: the
+/// same events, already published, read once each in id order, a page at a
+/// time (`fetch_published`, the replay's read) with the next page fetched
+/// while the current one publishes, and each page published whole. Nothing
+/// is written to the database and no per-aggregate waves are formed, so a
+/// relay can only be slower.
+async fn read_only_ceiling(
+    settings: &Settings,
+    publisher: Arc<dyn Publisher>,
+    target: &str,
+    page_size: u32,
+    broker_processes: &[&str],
+) -> DrainResult {
+    let database = create_database(settings).await;
+    let enqueue = enqueue_all(settings, &database.pool, target).await;
+    for statement in [
+        "UPDATE outbox_events SET state = 'published', published_at = now()",
+        "VACUUM ANALYZE outbox_events",
+    ] {
+        sqlx::raw_sql(statement)
+            .execute(&database.pool)
+            .await
+            .unwrap_or_else(|error| panic!("{statement}: {error}"));
+    }
+    warm_up(publisher.as_ref(), settings, target).await;
+    let opened = open_store(&DatabaseUrl::Postgres(database.url.clone()))
+        .await
+        .expect("open store");
+    let store = Arc::clone(&opened.store);
+    let now = chrono::Utc::now();
+    let window = Arc::new(ReplayWindow {
+        topic: target.to_owned(),
+        since: now - chrono::Duration::days(1),
+        until: now + chrono::Duration::days(1),
+    });
+    let fetch = |after_id: i64| {
+        let store = Arc::clone(&store);
+        let window = Arc::clone(&window);
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let page = store
+                .fetch_published(&window, after_id, i64::from(page_size))
+                .await
+                .expect("fetch_published");
+            (page, started.elapsed())
+        })
+    };
+
+    let cpu_before = cpu::sample(broker_processes);
+    let started = Instant::now();
+    let mut next = fetch(0);
+    let (mut published, mut pages) = (0u64, 0u64);
+    let (mut fetch_time, mut publish_time) = (Duration::ZERO, Duration::ZERO);
+    loop {
+        let (page, fetched_in) = next.await.expect("fetch task");
+        fetch_time += fetched_in;
+        let Some(last) = page.last() else { break };
+        next = fetch(last.id);
+        let publishing = Instant::now();
+        for result in publisher.publish(&page).await {
+            if let Err(failure) = result {
+                panic!("read-only ceiling: publish failed: {failure}");
+            }
+            published += 1;
+        }
+        publish_time += publishing.elapsed();
+        pages += 1;
+    }
+    let elapsed = started.elapsed();
+    let cpu = cpu_before.until(&cpu::sample(broker_processes));
+    assert_eq!(published, settings.events, "read-only ceiling published");
+    if let Some(pool) = &opened.postgres_pool {
+        pool.close().await;
+    }
+    drop(opened);
+    database.drop_database().await;
+    DrainResult {
+        batch_size: page_size,
+        events: published,
+        rate: published as f64 / elapsed.as_secs_f64(),
+        elapsed,
+        startup: Duration::ZERO,
+        enqueue,
+        phases: format!(
+            "    {pages} pages: fetch_published {:.2} s (overlapped), publish {:.2} s",
+            fetch_time.as_secs_f64(),
+            publish_time.as_secs_f64()
+        ),
+        cpu,
+    }
+}
+
+/// The two ways 100,000 pre-enqueued events are sent, run one after the
+/// other for each batch size.
+#[derive(Clone, Copy)]
+enum DrainRun {
+    /// The relay, in-process: [`relay_drain`].
+    Relay,
+    /// Read once and publish, no writes: [`read_only_ceiling`].
+    ReadOnlyCeiling,
+}
+
+impl DrainRun {
+    /// Prefix of the topic or exchange the run uses.
+    fn prefix(self) -> &'static str {
+        match self {
+            DrainRun::Relay => "relay",
+            DrainRun::ReadOnlyCeiling => "ceiling",
+        }
+    }
+
+    async fn run(
+        self,
+        settings: &Settings,
+        publisher: Arc<dyn Publisher>,
+        target: &str,
+        batch_size: u32,
+        broker_processes: &[&str],
+    ) -> DrainResult {
+        match self {
+            DrainRun::Relay => {
+                relay_drain(settings, publisher, target, batch_size, broker_processes).await
+            }
+            DrainRun::ReadOnlyCeiling => {
+                read_only_ceiling(settings, publisher, target, batch_size, broker_processes).await
+            }
+        }
+    }
+
+    /// Print `result` and keep it with the others of its kind.
+    fn report(
+        self,
+        result: DrainResult,
+        raw: f64,
+        raw_publisher: f64,
+        drains: &mut Vec<DrainResult>,
+        ceilings: &mut Vec<DrainResult>,
+    ) {
+        match self {
+            DrainRun::Relay => {
+                print_drain(&result, raw, raw_publisher);
+                drains.push(result);
+            }
+            DrainRun::ReadOnlyCeiling => {
+                print_ceiling(&result, raw);
+                ceilings.push(result);
+            }
+        }
+    }
+}
+
+fn print_ceiling(ceiling: &DrainResult, raw: f64) {
+    println!(
+        "  read-only ceiling (read each event once, publish, no writes), page {}: {:.0} events/s ({} events in {:.2} s), ratio to raw client = {:.2}",
+        ceiling.batch_size,
+        ceiling.rate,
+        ceiling.events,
+        ceiling.elapsed.as_secs_f64(),
+        ceiling.rate / raw
+    );
+    println!("    {}", ceiling.cpu.per_event(ceiling.events));
+    println!("{}", ceiling.phases);
 }
 
 // ---------------------------------------------------------------------------
@@ -1454,6 +1656,7 @@ struct BrokerFigures {
     raw: f64,
     raw_publisher: f64,
     drains: Vec<DrainResult>,
+    ceilings: Vec<DrainResult>,
     latency: Option<Latency>,
 }
 
@@ -1472,6 +1675,7 @@ fn print_drain(drain: &DrainResult, raw: f64, raw_publisher: f64) {
         drain.rate / raw,
         drain.rate / raw_publisher
     );
+    println!("    {}", drain.cpu.per_event(drain.events));
     println!("{}", drain.phases);
 }
 
@@ -1498,8 +1702,9 @@ fn print_latency(latency: &mut Latency) {
 async fn kafka_scenarios(settings: &Settings) -> BrokerFigures {
     println!("== PostgreSQL -> Kafka ({})", settings.kafka_brokers);
     let topic = create_topic(settings, "raw").await;
-    let (raw, count) = raw_rdkafka(settings, &topic).await;
+    let (raw, count, raw_cpu) = raw_rdkafka(settings, &topic).await;
     println!("  raw rdkafka FutureProducer: {raw:.0} msg/s ({count} messages)");
+    println!("    {}", raw_cpu.per_event(count));
     delete_topic(settings, &topic).await;
 
     let topic = create_topic(settings, "pub").await;
@@ -1511,14 +1716,17 @@ async fn kafka_scenarios(settings: &Settings) -> BrokerFigures {
     drop(publisher);
     delete_topic(settings, &topic).await;
 
-    let mut drains = Vec::new();
+    let (mut drains, mut ceilings) = (Vec::new(), Vec::new());
     for &batch_size in &settings.batch_sizes {
-        let topic = create_topic(settings, "relay").await;
-        let publisher = kafka_publisher(settings);
-        let drain = relay_drain(settings, publisher, &topic, batch_size).await;
-        print_drain(&drain, raw, raw_publisher_rate);
-        drains.push(drain);
-        delete_topic(settings, &topic).await;
+        for run in [DrainRun::Relay, DrainRun::ReadOnlyCeiling] {
+            let topic = create_topic(settings, run.prefix()).await;
+            let publisher = kafka_publisher(settings);
+            let result = run
+                .run(settings, publisher, &topic, batch_size, KAFKA_PROCESSES)
+                .await;
+            run.report(result, raw, raw_publisher_rate, &mut drains, &mut ceilings);
+            delete_topic(settings, &topic).await;
+        }
     }
 
     let latency = if settings.latency_secs > 0 {
@@ -1539,6 +1747,7 @@ async fn kafka_scenarios(settings: &Settings) -> BrokerFigures {
         raw,
         raw_publisher: raw_publisher_rate,
         drains,
+        ceilings,
         latency,
     }
 }
@@ -1546,8 +1755,9 @@ async fn kafka_scenarios(settings: &Settings) -> BrokerFigures {
 async fn rabbitmq_scenarios(settings: &Settings) -> BrokerFigures {
     println!("== PostgreSQL -> RabbitMQ");
     let target = amqp_target(settings, "raw").await;
-    let (raw, count) = raw_lapin(settings, &target.exchange).await;
+    let (raw, count, raw_cpu) = raw_lapin(settings, &target.exchange).await;
     println!("  raw lapin (confirms, mandatory, persistent): {raw:.0} msg/s ({count} messages)");
+    println!("    {}", raw_cpu.per_event(count));
     target.remove().await;
 
     let target = amqp_target(settings, "pub").await;
@@ -1560,19 +1770,23 @@ async fn rabbitmq_scenarios(settings: &Settings) -> BrokerFigures {
     drop(publisher);
     target.remove().await;
 
-    let mut drains = Vec::new();
+    let (mut drains, mut ceilings) = (Vec::new(), Vec::new());
     for &batch_size in &settings.batch_sizes {
-        let target = amqp_target(settings, "relay").await;
-        let drain = relay_drain(
-            settings,
-            rabbitmq_publisher(settings),
-            &target.exchange,
-            batch_size,
-        )
-        .await;
-        print_drain(&drain, raw, raw_publisher_rate);
-        drains.push(drain);
-        target.remove().await;
+        for run in [DrainRun::Relay, DrainRun::ReadOnlyCeiling] {
+            let target = amqp_target(settings, run.prefix()).await;
+            let publisher = rabbitmq_publisher(settings);
+            let result = run
+                .run(
+                    settings,
+                    publisher,
+                    &target.exchange,
+                    batch_size,
+                    RABBITMQ_PROCESSES,
+                )
+                .await;
+            run.report(result, raw, raw_publisher_rate, &mut drains, &mut ceilings);
+            target.remove().await;
+        }
     }
 
     let latency = if settings.latency_secs > 0 {
@@ -1598,6 +1812,7 @@ async fn rabbitmq_scenarios(settings: &Settings) -> BrokerFigures {
         raw,
         raw_publisher: raw_publisher_rate,
         drains,
+        ceilings,
         latency,
     }
 }
@@ -1628,6 +1843,30 @@ fn print_summary(settings: &Settings, figures: &mut [BrokerFigures]) {
                 drain.rate,
                 drain.rate / broker.raw,
                 drain.rate / broker.raw_publisher
+            );
+        }
+    }
+    println!();
+    println!(
+        "| path | page size | read-only ceiling (events/s) | ceiling / raw client | relay drain / ceiling |"
+    );
+    println!("|---|---|---|---|---|");
+    for broker in figures.iter() {
+        for ceiling in &broker.ceilings {
+            let drain = broker
+                .drains
+                .iter()
+                .find(|drain| drain.batch_size == ceiling.batch_size);
+            println!(
+                "| {} | {} | {:.0} | {:.2} | {} |",
+                broker.broker,
+                ceiling.batch_size,
+                ceiling.rate,
+                ceiling.rate / broker.raw,
+                drain.map_or("–".to_owned(), |drain| format!(
+                    "{:.2}",
+                    drain.rate / ceiling.rate
+                ))
             );
         }
     }

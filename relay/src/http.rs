@@ -114,14 +114,14 @@ async fn readyz(State(state): State<HttpState>) -> Response {
 }
 
 async fn metrics(State(state): State<HttpState>) -> Response {
-    match tokio::time::timeout(DATABASE_CHECK_TIMEOUT, state.store.status()).await {
-        Ok(Ok(status)) => state.metrics.set_table_status(&status, chrono::Utc::now()),
+    match tokio::time::timeout(DATABASE_CHECK_TIMEOUT, state.store.backlog()).await {
+        Ok(Ok(backlog)) => state.metrics.set_backlog(&backlog, chrono::Utc::now()),
         Ok(Err(error)) => {
-            tracing::warn!(%error, "reading the table status for /metrics failed; gauges keep their last values")
+            tracing::warn!(%error, "reading the backlog for /metrics failed; gauges keep their last values")
         }
         Err(_) => tracing::warn!(
             timeout_ms = DATABASE_CHECK_TIMEOUT.as_millis() as u64,
-            "reading the table status for /metrics timed out; gauges keep their last values"
+            "reading the backlog for /metrics timed out; gauges keep their last values"
         ),
     }
     match state.metrics.encode() {

@@ -15,7 +15,7 @@ use prometheus::{
 };
 
 use crate::Error;
-use crate::store::OutboxStatus;
+use crate::store::OutboxBacklog;
 
 /// Buckets of the batch publish histogram, in seconds.
 const BATCH_PUBLISH_BUCKETS: &[f64] = &[
@@ -210,11 +210,11 @@ impl RelayMetrics {
             .set(i64::try_from(partitions).unwrap_or(i64::MAX));
     }
 
-    /// Refresh the table gauges from a status read at `now`.
-    pub fn set_table_status(&self, status: &OutboxStatus, now: DateTime<Utc>) {
-        self.pending.set(status.pending);
-        self.dead.set(status.dead);
-        let age = status
+    /// Refresh the table gauges from a backlog read at `now`.
+    pub fn set_backlog(&self, backlog: &OutboxBacklog, now: DateTime<Utc>) {
+        self.pending.set(backlog.pending);
+        self.dead.set(backlog.dead);
+        let age = backlog
             .oldest_pending_at
             .and_then(|oldest| (now - oldest).to_std().ok())
             .unwrap_or(Duration::ZERO);

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use outbox::Event;
 use outbox_relay::store::{
-    DeadSelector, FailedAttempt, Lease, MySqlStore, OutboxStore, PostgresStore, SqliteStore,
+    ClaimedEvent, DeadSelector, FailedAttempt, Lease, MySqlStore, OutboxStore, PostgresStore,
+    SqliteStore,
 };
 use outbox_testkit::{TestBackend, TestDatabase};
 use serde::Serialize;
@@ -51,6 +52,46 @@ async fn count<DB: TestBackend>(db: &TestDatabase<DB>, sql: &str) -> i64 {
     DB::fetch_i64(&mut connection, sql)
         .await
         .unwrap_or_else(|error| panic!("{sql}: {error}"))
+}
+
+/// As relay "relay": take every partition and fetch what is due.
+async fn lease_all_and_fetch(
+    store: &dyn OutboxStore,
+    partition_count: i32,
+) -> (Vec<Lease>, Vec<ClaimedEvent>) {
+    let leases = store
+        .acquire_leases("relay", 1000, LONG)
+        .await
+        .expect("acquire");
+    let fetched = store
+        .fetch_pending(partition_count, &partitions(&leases), &[], true, 100)
+        .await
+        .expect("fetch");
+    (leases, fetched)
+}
+
+/// As relay "relay": mark `published`, and move `dead` to the dead state.
+async fn publish_and_kill(
+    store: &dyn OutboxStore,
+    partition_count: i32,
+    leases: &[Lease],
+    published: &[i64],
+    dead: &ClaimedEvent,
+) {
+    store
+        .mark_published("relay", partition_count, leases, published)
+        .await
+        .expect("mark");
+    let last_attempt = FailedAttempt {
+        id: dead.event.id,
+        partition_no: dead.partition_no,
+        error: "rejected".to_owned(),
+        retry_in: None,
+    };
+    store
+        .record_failures("relay", partition_count, leases, &[last_attempt])
+        .await
+        .expect("record");
 }
 
 fn partitions(leases: &[Lease]) -> Vec<i32> {
@@ -322,32 +363,19 @@ async fn retention_deletes_only_old_published_events<DB: outbox::Backend + TestB
     store.migrate().await.expect("migrate");
     let partition_count = store.partition_count().await.expect("partition count");
     enqueue(db, &[("r", 1), ("s", 1), ("t", 1), ("u", 1)]).await;
-    let leases = store
-        .acquire_leases("relay", 1000, LONG)
-        .await
-        .expect("acquire");
-    let fetched = store
-        .fetch_pending(partition_count, &partitions(&leases), &[], true, 100)
-        .await
-        .expect("fetch");
+    let (leases, fetched) = lease_all_and_fetch(store.as_ref(), partition_count).await;
     let published: Vec<i64> = fetched[..2]
         .iter()
         .map(|claimed| claimed.event.id)
         .collect();
-    store
-        .mark_published("relay", partition_count, &leases, &published)
-        .await
-        .expect("mark");
-    let dead = FailedAttempt {
-        id: fetched[2].event.id,
-        partition_no: fetched[2].partition_no,
-        error: "gone".to_owned(),
-        retry_in: None,
-    };
-    store
-        .record_failures("relay", partition_count, &leases, &[dead])
-        .await
-        .expect("record");
+    publish_and_kill(
+        store.as_ref(),
+        partition_count,
+        &leases,
+        &published,
+        &fetched[2],
+    )
+    .await;
 
     assert_eq!(
         store.delete_published(LONG, 100).await.expect("delete"),
@@ -405,6 +433,56 @@ async fn retention_deletes_only_old_published_events<DB: outbox::Backend + TestB
     assert_eq!(count(db, "SELECT COUNT(*) FROM outbox_events").await, 1);
 }
 
+async fn the_backlog_reads_pending_and_dead_events_only<DB: outbox::Backend + TestBackend>(
+    db: &TestDatabase<DB>,
+    store: Arc<dyn OutboxStore>,
+) {
+    store.migrate().await.expect("migrate");
+    let partition_count = store.partition_count().await.expect("partition count");
+    let empty = store.backlog().await.expect("backlog");
+    assert_eq!(
+        (empty.pending, empty.dead, empty.oldest_pending_at),
+        (0, 0, None)
+    );
+
+    enqueue(db, &[("first", 1)]).await;
+    let first_created = store
+        .status()
+        .await
+        .expect("status")
+        .oldest_pending_at
+        .expect("one pending event");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    enqueue(db, &[("later", 1), ("doomed", 1), ("other", 1)]).await;
+    let (leases, fetched) = lease_all_and_fetch(store.as_ref(), partition_count).await;
+    assert_eq!(fetched.len(), 4);
+    let backlog = store.backlog().await.expect("backlog");
+    assert_eq!((backlog.pending, backlog.dead), (4, 0));
+    assert_eq!(backlog.oldest_pending_at, Some(first_created));
+
+    publish_and_kill(
+        store.as_ref(),
+        partition_count,
+        &leases,
+        &[fetched[0].event.id],
+        &fetched[2],
+    )
+    .await;
+
+    let backlog = store.backlog().await.expect("backlog");
+    let status = store.status().await.expect("status");
+    assert_eq!((backlog.pending, backlog.dead), (2, 1));
+    assert_eq!((status.pending, status.dead), (2, 1));
+    assert_eq!(
+        backlog.oldest_pending_at, status.oldest_pending_at,
+        "the lowest pending id is the oldest pending event"
+    );
+    assert!(
+        backlog.oldest_pending_at > Some(first_created),
+        "the published event no longer counts"
+    );
+}
+
 macro_rules! scenarios_on_every_backend {
     ($($scenario:ident),* $(,)?) => {
         mod postgres {
@@ -445,4 +523,5 @@ scenarios_on_every_backend!(
     concurrent_acquirers_split_the_partitions,
     a_failed_event_holds_back_its_aggregate_only,
     retention_deletes_only_old_published_events,
+    the_backlog_reads_pending_and_dead_events_only,
 );

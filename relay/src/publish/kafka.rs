@@ -96,7 +96,9 @@ impl KafkaPublisherConfig {
             .set("client.id", "outbox-relay")
             .set("enable.idempotence", "true")
             .set("acks", "all")
-            .set("linger.ms", "5")
+            // A batch is handed over whole and then awaited: lingering
+            // longer only delays its last request.
+            .set("linger.ms", "1")
             .set("message.timeout.ms", duration_millis(self.message_timeout))
             // The partitioner of the Java client: a key lands on the same
             // partition as when a JVM producer (Debezium, Kafka Connect) sends it.

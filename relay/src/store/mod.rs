@@ -104,6 +104,19 @@ pub struct TopicStatus {
     pub published: i64,
 }
 
+/// The table gauges of the relay's `/metrics`, read on every scrape by
+/// [`OutboxStore::backlog`]: cheap statements only, whatever the size of the
+/// table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutboxBacklog {
+    /// Events waiting to be published (including those waiting to retry).
+    pub pending: i64,
+    /// Dead events.
+    pub dead: i64,
+    /// Creation time of the pending event with the lowest id.
+    pub oldest_pending_at: Option<DateTime<Utc>>,
+}
+
 /// A live partition lease in [`OutboxStatus::leases`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LiveLease {
@@ -259,6 +272,11 @@ pub trait OutboxStore: Send + Sync {
 
     /// Counts, per-topic counts and live leases for `outbox-relay status`.
     fn status(&self) -> BoxFuture<'_, Result<OutboxStatus, Error>>;
+
+    /// Pending and dead counts and the oldest pending event, for the
+    /// `/metrics` gauges. Unlike [`OutboxStore::status`] it never counts
+    /// published rows.
+    fn backlog(&self) -> BoxFuture<'_, Result<OutboxBacklog, Error>>;
 
     /// The database's clock.
     fn database_time(&self) -> BoxFuture<'_, Result<DateTime<Utc>, Error>>;

@@ -11,9 +11,9 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlPool, Row};
 
 use super::{
-    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, LiveLease, OutboxStatus,
-    OutboxStore, ReplayWindow, TopicStatus, integers_json, leases_json, parse_headers,
-    selector_binds,
+    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, LiveLease, OutboxBacklog,
+    OutboxStatus, OutboxStore, ReplayWindow, TopicStatus, integers_json, leases_json,
+    parse_headers, selector_binds,
 };
 use crate::{Error, OutboundEvent};
 
@@ -31,6 +31,7 @@ const FETCH_PENDING: &str = include_str!("sql/mysql/fetch_pending.sql");
 const MARK_PUBLISHED: &str = include_str!("sql/mysql/mark_published.sql");
 const RECORD_FAILURE: &str = include_str!("sql/mysql/record_failure.sql");
 const DELETE_PUBLISHED: &str = include_str!("sql/mysql/delete_published.sql");
+const BACKLOG: &str = include_str!("sql/mysql/backlog.sql");
 const STATUS: &str = include_str!("sql/mysql/status.sql");
 const STATUS_TOPICS: &str = include_str!("sql/mysql/status_topics.sql");
 const STATUS_LEASES: &str = include_str!("sql/mysql/status_leases.sql");
@@ -365,6 +366,18 @@ impl OutboxStore for MySqlStore {
                 .execute(&self.pool)
                 .await?;
             Ok(result.rows_affected())
+        })
+    }
+
+    fn backlog(&self) -> BoxFuture<'_, Result<OutboxBacklog, Error>> {
+        Box::pin(async move {
+            let row = sqlx::query(BACKLOG).fetch_one(&self.pool).await?;
+            let oldest: Option<NaiveDateTime> = row.try_get("oldest_pending_at")?;
+            Ok(OutboxBacklog {
+                pending: row.try_get("pending")?,
+                dead: row.try_get("dead")?,
+                oldest_pending_at: oldest.map(|time| time.and_utc()),
+            })
         })
     }
 

@@ -13,9 +13,9 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{PgPool, Row, SqlitePool};
 
 use super::{
-    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, LiveLease, OutboxStatus,
-    OutboxStore, ReplayWindow, TopicStatus, integers_json, leases_json, parse_headers, seconds,
-    selector_binds,
+    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, LiveLease, OutboxBacklog,
+    OutboxStatus, OutboxStore, ReplayWindow, TopicStatus, integers_json, leases_json,
+    parse_headers, seconds, selector_binds,
 };
 use crate::{Error, OutboundEvent};
 
@@ -35,8 +35,19 @@ fn sqlite_time_text(time: DateTime<Utc>) -> String {
     time.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
+/// Statements run before a mark, in its transaction, on PostgreSQL: its
+/// commit does not wait for the WAL flush. A mark lost to a database crash
+/// leaves its events pending, so they are published again: at least once
+/// still holds, and the commit no longer waits on the disk. Every other
+/// statement (leases, failures, dead events, retention) commits durably,
+/// and its flush covers the marks committed before it.
+const POSTGRES_MARK_SETTINGS: &[&str] = &["SET LOCAL synchronous_commit = off"];
+
+/// SQLite marks with its connection's settings.
+const SQLITE_MARK_SETTINGS: &[&str] = &[];
+
 macro_rules! returning_store {
-    ($store:ident, $pool:ty, $row:ty, $backend:literal, $doc:literal, $bind_integers:path, $bind_time:path) => {
+    ($store:ident, $pool:ty, $row:ty, $backend:literal, $doc:literal, $bind_integers:path, $bind_time:path, $mark_settings:path) => {
         #[doc = $doc]
         #[derive(Debug, Clone)]
         pub struct $store {
@@ -251,11 +262,17 @@ macro_rules! returning_store {
                     if partitions.is_empty() {
                         return Ok(Vec::new());
                     }
+                    // Not a cached prepared statement: the database plans
+                    // each fetch with its actual values. A generic plan of a
+                    // cached statement compares every row with each id of
+                    // `exclude` (thousands while marks are in flight);
+                    // PostgreSQL's plan for the actual list hashes it.
                     let rows = sqlx::query(include_str!(concat!(
                         "sql/",
                         $backend,
                         "/fetch_pending.sql"
                     )))
+                    .persistent(false)
                     .bind(partition_count)
                     .bind($bind_integers(partitions))
                     .bind(hold_dead)
@@ -281,7 +298,7 @@ macro_rules! returning_store {
                     if ids.is_empty() {
                         return Ok(0);
                     }
-                    let result = sqlx::query(include_str!(concat!(
+                    let mark = sqlx::query(include_str!(concat!(
                         "sql/",
                         $backend,
                         "/mark_published.sql"
@@ -289,9 +306,16 @@ macro_rules! returning_store {
                     .bind(relay_id)
                     .bind(partition_count)
                     .bind(leases_json(leases))
-                    .bind($bind_integers(ids))
-                    .execute(&self.pool)
-                    .await?;
+                    .bind($bind_integers(ids));
+                    if $mark_settings.is_empty() {
+                        return Ok(mark.execute(&self.pool).await?.rows_affected());
+                    }
+                    let mut transaction = self.pool.begin().await?;
+                    for setting in $mark_settings {
+                        sqlx::query(*setting).execute(&mut *transaction).await?;
+                    }
+                    let result = mark.execute(&mut *transaction).await?;
+                    transaction.commit().await?;
                     Ok(result.rows_affected())
                 })
             }
@@ -344,6 +368,20 @@ macro_rules! returning_store {
                     .execute(&self.pool)
                     .await?;
                     Ok(result.rows_affected())
+                })
+            }
+
+            fn backlog(&self) -> BoxFuture<'_, Result<OutboxBacklog, Error>> {
+                Box::pin(async move {
+                    let row = sqlx::query(include_str!(concat!("sql/", $backend, "/backlog.sql")))
+                        .fetch_one(&self.pool)
+                        .await?;
+                    Ok(OutboxBacklog {
+                        pending: row.try_get("pending")?,
+                        dead: row.try_get("dead")?,
+                        oldest_pending_at: row
+                            .try_get::<Option<DateTime<Utc>>, _>("oldest_pending_at")?,
+                    })
                 })
             }
 
@@ -525,7 +563,8 @@ returning_store!(
     "postgres",
     "The relay's store on PostgreSQL.",
     integer_array,
-    timestamptz
+    timestamptz,
+    POSTGRES_MARK_SETTINGS
 );
 returning_store!(
     SqliteStore,
@@ -534,5 +573,6 @@ returning_store!(
     "sqlite",
     "The relay's store on SQLite.",
     integers_json,
-    sqlite_time_text
+    sqlite_time_text,
+    SQLITE_MARK_SETTINGS
 );
