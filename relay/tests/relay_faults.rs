@@ -47,7 +47,16 @@ fn kafka_broker() -> String {
 async fn sigkill_at_random_moments_loses_nothing_and_keeps_order() {
     const EVENTS: u64 = 20_000;
     const KILLS: usize = 5;
-    const BATCH_SIZE: usize = 500;
+    // Small batches keep the drain slow enough for five kills to land
+    // mid-run, and make each kill cut through batches in flight.
+    const BATCH_SIZE: usize = 50;
+    // At a kill: one batch publishing, one prefetched, up to three marking.
+    const BATCHES_IN_FLIGHT: usize = 5;
+    let config = FAST_CONFIG.replace("batch_size = 500", &format!("batch_size = {BATCH_SIZE}"));
+    assert!(
+        config.contains("batch_size = 50\n"),
+        "the test config sets the batch size"
+    );
     let db = outbox_testkit::postgres().await;
     let topic = unique_name("sigkill");
     let collected = kafka_topic_consumer(&topic, 3).await;
@@ -56,7 +65,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_order() {
 
     let mut kills = 0;
     while kills < KILLS {
-        let relay = RelayProcess::spawn(db.url(), &kafka_broker(), FAST_CONFIG);
+        let relay = RelayProcess::spawn(db.url(), &kafka_broker(), &config);
         // Let it take its leases over (the previous relay's expire after 2 s)
         // and publish for a random while, then kill it mid-batch.
         let before = count(
@@ -64,6 +73,10 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_order() {
             "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'",
         )
         .await;
+        assert!(
+            before < EVENTS as i64,
+            "every event was published before kill {kills}: the run is too short for {KILLS} kills"
+        );
         let progressed = wait_until(Duration::from_secs(30), || async {
             count(
                 &db,
@@ -74,7 +87,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_order() {
         })
         .await;
         assert!(progressed, "relay {kills} never published anything");
-        tokio::time::sleep(random_millis(10, 400)).await;
+        tokio::time::sleep(random_millis(10, 150)).await;
         relay.kill9();
         kills += 1;
     }
@@ -88,7 +101,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_order() {
         "the kills must land mid-run; all events were already published"
     );
 
-    let mut relay = RelayProcess::spawn(db.url(), &kafka_broker(), FAST_CONFIG);
+    let mut relay = RelayProcess::spawn(db.url(), &kafka_broker(), &config);
     let drained = wait_until(Duration::from_secs(120), || async {
         unique_ids(&collected) >= enqueued.len()
     })
@@ -113,9 +126,8 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_order() {
     );
 
     let duplicates = check_delivery(&enqueued, &collected.snapshot());
-    // A killed relay can have one batch publishing and one batch marking.
     assert!(
-        duplicates <= KILLS * 2 * BATCH_SIZE,
+        duplicates <= KILLS * BATCHES_IN_FLIGHT * BATCH_SIZE,
         "{duplicates} duplicates: more than the batches in flight at {KILLS} kills"
     );
 }
