@@ -59,7 +59,7 @@ const MYSQL: Dialect = Dialect {
 const SQLITE: Dialect = Dialect {
     rows_of_last_statement: "SELECT changes()",
     corrupt_migration_checksum: "UPDATE _outbox_migrations SET checksum = X'00' WHERE version = 1",
-    migrations: 2,
+    migrations: 3,
 };
 
 const CREATE_ORDERS: &str =

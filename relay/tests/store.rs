@@ -483,6 +483,62 @@ async fn the_backlog_reads_pending_and_dead_events_only<DB: outbox::Backend + Te
     );
 }
 
+/// An event whose `created_at` a producer wrote by hand, in a form other
+/// than the database's default, is read as the same instant; a value that is
+/// not a time is refused at insert, so it can never stop the fetch.
+async fn a_hand_written_created_at_is_read_as_the_same_instant<
+    DB: outbox::Backend + TestBackend,
+>(
+    db: &TestDatabase<DB>,
+    store: Arc<dyn OutboxStore>,
+) {
+    store.migrate().await.expect("migrate");
+    let partition_count = store.partition_count().await.expect("partition count");
+    // 2026-11-30T08:00:00Z, as each database's column type takes it.
+    let hand_written = match DB::LABEL {
+        "PostgreSQL" => "2026-11-30 10:00:00+02",
+        "MariaDB" => "2026-11-30 08:00:00",
+        _ => "2026-11-30 10:00:00+02:00",
+    };
+    let insert = |event_id: &str, created_at: &str| {
+        format!(
+            "INSERT INTO outbox_events (event_id, event_type, source, aggregate_type, aggregate_id, topic, payload, created_at) \
+             VALUES ('{event_id}', 'account.credited', '/accounts', 'account', 'hand', 'accounts', '{{}}', '{created_at}')"
+        )
+    };
+    let mut connection = db.pool().acquire().await.expect("acquire");
+    DB::execute(
+        &mut connection,
+        &insert("0195f3a8-7d2c-7000-8000-000000000001", hand_written),
+    )
+    .await
+    .unwrap_or_else(|error| panic!("{}: insert {hand_written}: {error}", DB::LABEL));
+    let refused = DB::execute(
+        &mut connection,
+        &insert("0195f3a8-7d2c-7000-8000-000000000002", "1732960800"),
+    )
+    .await;
+    let error = refused
+        .expect_err("a created_at that is not a time is refused")
+        .to_string();
+    if DB::LABEL == "SQLite" {
+        assert!(
+            error.contains("created_at"),
+            "the error names the column: {error}"
+        );
+    }
+    drop(connection);
+
+    let (_, fetched) = lease_all_and_fetch(store.as_ref(), partition_count).await;
+    assert_eq!(fetched.len(), 1, "{}: the event is fetched", DB::LABEL);
+    let expected = chrono::DateTime::parse_from_rfc3339("2026-11-30T08:00:00Z")
+        .expect("time")
+        .with_timezone(&chrono::Utc);
+    assert_eq!(fetched[0].event.created_at, expected, "{}", DB::LABEL);
+    let status = store.status().await.expect("status");
+    assert_eq!(status.oldest_pending_at, Some(expected), "{}", DB::LABEL);
+}
+
 macro_rules! scenarios_on_every_backend {
     ($($scenario:ident),* $(,)?) => {
         mod postgres {
@@ -524,4 +580,5 @@ scenarios_on_every_backend!(
     a_failed_event_holds_back_its_aggregate_only,
     retention_deletes_only_old_published_events,
     the_backlog_reads_pending_and_dead_events_only,
+    a_hand_written_created_at_is_read_as_the_same_instant,
 );
