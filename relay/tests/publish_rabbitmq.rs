@@ -399,13 +399,7 @@ async fn missing_exchange_is_rejected_without_breaking_the_publisher() {
         event(&fixture.exchange, "order.created", "order-3", 2),
         event(&missing, "order.created", "order-4", 3),
     ];
-    let started = Instant::now();
     let outcomes = publisher.publish(&events).await;
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "took {:?}",
-        started.elapsed()
-    );
     assert_eq!(outcomes[0], Ok(()));
     assert_rejected(&outcomes[1], &[&missing, "does not exist"]);
     assert_eq!(outcomes[2], Ok(()));
@@ -434,7 +428,8 @@ async fn missing_exchange_is_rejected_without_breaking_the_publisher() {
         ]
     );
 
-    // Once the exchange exists, it is found again after the recheck delay.
+    // Once the exchange exists, the next publish finds it: a missing
+    // exchange is not remembered.
     fixture
         .channel
         .exchange_declare(
@@ -445,7 +440,6 @@ async fn missing_exchange_is_rejected_without_breaking_the_publisher() {
         )
         .await
         .expect("declare the missing exchange");
-    tokio::time::sleep(Duration::from_millis(5_500)).await;
     // Fanout without queues: now unroutable rather than missing.
     let outcomes = publisher
         .publish(&[event(&missing, "order.created", "order-7", 6)])
@@ -612,10 +606,9 @@ async fn lost_connection_is_unavailable_then_reconnected() {
     }
     assert!(published, "reconnected after the connection was cut");
 
-    // Broker unreachable: every event Unavailable, in bounded time.
+    // Broker unreachable: every event Unavailable.
     proxy.stop();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let started = Instant::now();
     let mut saw_disconnected = false;
     for _ in 0..3 {
         let outcomes = publisher.publish(&[next_event(), next_event()]).await;
@@ -631,11 +624,6 @@ async fn lost_connection_is_unavailable_then_reconnected() {
         }
     }
     assert!(saw_disconnected, "is_connected turns false");
-    assert!(
-        started.elapsed() < Duration::from_secs(15),
-        "took {:?}",
-        started.elapsed()
-    );
 
     // Broker back on the same address: the next publish reconnects.
     let restarted = Proxy::start(&proxy.address.to_string(), &proxy.upstream).await;
@@ -646,22 +634,16 @@ async fn lost_connection_is_unavailable_then_reconnected() {
 }
 
 #[tokio::test]
-async fn unreachable_broker_is_unavailable_in_bounded_time() {
+async fn unreachable_broker_is_unavailable() {
     let mut config = RabbitMqPublisherConfig::new("amqp://guest:guest@127.0.0.1:1/%2f");
     config.connect_timeout = Duration::from_secs(2);
     let publisher = RabbitMqPublisher::new(config).expect("rabbitmq publisher");
-    let started = Instant::now();
     let outcomes = publisher
         .publish(&[
             event("orders", "order.created", "order-1", 0),
             event("orders", "order.created", "order-2", 1),
         ])
         .await;
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
-    );
     for outcome in &outcomes {
         match outcome {
             Err(PublishFailure::Unavailable(message)) => {

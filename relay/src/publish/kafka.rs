@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::{BoxFuture, join_all};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -37,9 +37,6 @@ use rdkafka::statistics::Statistics;
 use crate::OutboundEvent;
 use crate::publish::cloudevent::CloudEvent;
 use crate::publish::{PublishFailure, Publisher};
-
-/// How long a topic found missing is remembered before it is looked up again.
-const MISSING_TOPIC_RECHECK: Duration = Duration::from_secs(5);
 
 /// Extra time, past `message.timeout.ms`, before the publisher stops waiting
 /// for a delivery report librdkafka should have produced by then.
@@ -212,13 +209,6 @@ impl ClientContext for RelayContext {
 
 type RelayProducer = FutureProducer<RelayContext>;
 
-/// Whether a topic exists, as last looked up.
-#[derive(Debug, Clone, Copy)]
-enum TopicState {
-    Exists,
-    Missing { checked_at: Instant },
-}
-
 /// Publishes outbox events to Kafka (see the module documentation).
 pub struct KafkaPublisher {
     config: KafkaPublisherConfig,
@@ -227,7 +217,10 @@ pub struct KafkaPublisher {
     /// producer cannot be used after one.
     producer: RwLock<RelayProducer>,
     admin: Mutex<Option<Arc<AdminClient<DefaultClientContext>>>>,
-    topics: Mutex<HashMap<String, TopicState>>,
+    /// Topics found to exist. A missing topic is not remembered: the next
+    /// publish that names it looks it up again, so an event retried after
+    /// the topic was created is not rejected from memory.
+    topics: Mutex<HashSet<String>>,
     connected: Arc<AtomicBool>,
     /// How long a batch waits for its delivery reports: librdkafka's
     /// effective `message.timeout.ms` plus a grace period.
@@ -266,7 +259,7 @@ impl KafkaPublisher {
             producer_config,
             producer: RwLock::new(producer),
             admin: Mutex::new(None),
-            topics: Mutex::new(HashMap::new()),
+            topics: Mutex::new(HashSet::new()),
             connected,
             delivery_wait: message_timeout + DELIVERY_GRACE,
         })
@@ -338,23 +331,14 @@ impl KafkaPublisher {
     /// Look up (or create) every topic of `topics` not known to exist yet.
     /// Returns the failure of each topic that cannot be sent to.
     async fn resolve_topics(&self, topics: HashSet<&str>) -> HashMap<String, PublishFailure> {
-        let now = Instant::now();
         let mut failures = HashMap::new();
-        let mut unknown: Vec<&str> = Vec::new();
-        {
-            let cache = self.topics.lock().unwrap_or_else(PoisonError::into_inner);
-            for topic in topics {
-                match cache.get(topic) {
-                    Some(TopicState::Exists) => {}
-                    Some(TopicState::Missing { checked_at })
-                        if now.duration_since(*checked_at) < MISSING_TOPIC_RECHECK =>
-                    {
-                        failures.insert(topic.to_owned(), missing_topic_failure(topic));
-                    }
-                    _ => unknown.push(topic),
-                }
-            }
-        }
+        let unknown: Vec<&str> = {
+            let known = self.topics.lock().unwrap_or_else(PoisonError::into_inner);
+            topics
+                .into_iter()
+                .filter(|topic| !known.contains(*topic))
+                .collect()
+        };
         let lookups = unknown.iter().map(|topic| self.resolve_topic(topic));
         for (topic, outcome) in unknown.iter().zip(join_all(lookups).await) {
             if let Err(failure) = outcome {
@@ -367,29 +351,23 @@ impl KafkaPublisher {
     async fn resolve_topic(&self, topic: &str) -> Result<(), PublishFailure> {
         let exists = self.topic_exists(topic).await?;
         if exists {
-            self.remember_topic(topic, TopicState::Exists);
+            self.remember_topic(topic);
             return Ok(());
         }
         if !self.config.create_missing_topics {
             tracing::warn!(topic, "kafka topic does not exist; its events are rejected");
-            self.remember_topic(
-                topic,
-                TopicState::Missing {
-                    checked_at: Instant::now(),
-                },
-            );
             return Err(missing_topic_failure(topic));
         }
         self.create_topic(topic).await?;
-        self.remember_topic(topic, TopicState::Exists);
+        self.remember_topic(topic);
         Ok(())
     }
 
-    fn remember_topic(&self, topic: &str, state: TopicState) {
+    fn remember_topic(&self, topic: &str) {
         self.topics
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(topic.to_owned(), state);
+            .insert(topic.to_owned());
     }
 
     fn forget_topic(&self, topic: &str) {

@@ -20,8 +20,10 @@
 //! Publishing to an exchange that does not exist makes RabbitMQ close the
 //! channel (404), failing every message in flight on it. So an exchange is
 //! checked with a passive declare on a throwaway channel before the first
-//! publish to it; a missing exchange rejects its events without publishing
-//! (and is looked up again after a few seconds).
+//! publish to it; a missing exchange rejects its events without publishing.
+//! Only exchanges found to exist are remembered: a missing one is looked up
+//! again on the next publish that names it, so an event retried after the
+//! exchange was declared is not rejected from memory.
 //!
 //! The connection is opened on the first publish and again on the first
 //! publish after it was lost; every event of a publish that cannot connect
@@ -31,7 +33,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::{BoxFuture, join_all};
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
@@ -44,10 +46,6 @@ use crate::OutboundEvent;
 use crate::config::RoutingKey;
 use crate::publish::cloudevent::CloudEvent;
 use crate::publish::{PublishFailure, Publisher};
-
-/// How long an exchange found missing is remembered before it is looked up
-/// again.
-const MISSING_EXCHANGE_RECHECK: Duration = Duration::from_secs(5);
 
 /// How long closing a broken channel may take before it is abandoned.
 const CHANNEL_CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -121,13 +119,6 @@ impl Session {
     }
 }
 
-/// Whether an exchange exists, as last looked up.
-#[derive(Debug, Clone, Copy)]
-enum ExchangeState {
-    Exists,
-    Missing { checked_at: Instant },
-}
-
 /// Publishes outbox events to RabbitMQ (see the module documentation).
 pub struct RabbitMqPublisher {
     config: RabbitMqPublisherConfig,
@@ -137,7 +128,8 @@ pub struct RabbitMqPublisher {
     /// Held while connecting, so that concurrent publishes open one
     /// connection, not one each.
     connecting: tokio::sync::Mutex<()>,
-    exchanges: Mutex<HashMap<String, ExchangeState>>,
+    /// Exchanges found to exist.
+    exchanges: Mutex<HashSet<String>>,
 }
 
 impl std::fmt::Debug for RabbitMqPublisher {
@@ -207,7 +199,7 @@ impl RabbitMqPublisher {
             display_url,
             current: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
-            exchanges: Mutex::new(HashMap::new()),
+            exchanges: Mutex::new(HashSet::new()),
         })
     }
 
@@ -334,30 +326,18 @@ impl RabbitMqPublisher {
         session: &Session,
         exchanges: HashSet<&str>,
     ) -> HashMap<String, PublishFailure> {
-        let now = Instant::now();
         let mut failures = HashMap::new();
-        let mut unknown: Vec<&str> = Vec::new();
-        {
-            let cache = self
+        let unknown: Vec<&str> = {
+            let known = self
                 .exchanges
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            for exchange in exchanges {
-                // The default exchange always exists and cannot be declared.
-                if exchange.is_empty() {
-                    continue;
-                }
-                match cache.get(exchange) {
-                    Some(ExchangeState::Exists) => {}
-                    Some(ExchangeState::Missing { checked_at })
-                        if now.duration_since(*checked_at) < MISSING_EXCHANGE_RECHECK =>
-                    {
-                        failures.insert(exchange.to_owned(), missing_exchange_failure(exchange));
-                    }
-                    _ => unknown.push(exchange),
-                }
-            }
-        }
+            // The default exchange always exists and cannot be declared.
+            exchanges
+                .into_iter()
+                .filter(|exchange| !exchange.is_empty() && !known.contains(*exchange))
+                .collect()
+        };
         let lookups = unknown
             .iter()
             .map(|exchange| self.exchange_exists(session, exchange));
@@ -369,18 +349,12 @@ impl RabbitMqPublisher {
         for (exchange, result) in unknown.into_iter().zip(results) {
             match result {
                 Ok(true) => {
-                    cache.insert(exchange.to_owned(), ExchangeState::Exists);
+                    cache.insert(exchange.to_owned());
                 }
                 Ok(false) => {
                     tracing::warn!(
                         exchange,
                         "rabbitmq exchange does not exist; its events are rejected"
-                    );
-                    cache.insert(
-                        exchange.to_owned(),
-                        ExchangeState::Missing {
-                            checked_at: Instant::now(),
-                        },
                     );
                     failures.insert(exchange.to_owned(), missing_exchange_failure(exchange));
                 }
