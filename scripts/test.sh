@@ -326,6 +326,22 @@ if ((SERVICES_ONLY)); then
     exit 0
 fi
 
+# librdkafka is built against the system's OpenSSL (rdkafka's `ssl`
+# feature): its headers must be there before cargo starts.
+ensure_openssl_headers() {
+    if [[ -f /usr/include/openssl/ssl.h ]] || { have pkg-config && pkg-config --exists openssl; }; then
+        return
+    fi
+    if have apt-get && [[ $(id -u) == 0 ]]; then
+        log "installing libssl-dev (OpenSSL headers, for librdkafka)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev >&2 \
+            || die "could not install libssl-dev; install OpenSSL's headers and run again"
+    else
+        die "OpenSSL's headers are missing (Debian: apt-get install libssl-dev); librdkafka needs them"
+    fi
+}
+ensure_openssl_headers
+
 log "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 log "cargo clippy --workspace --all-targets -- -D warnings"

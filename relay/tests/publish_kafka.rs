@@ -441,6 +441,69 @@ async fn bad_client_option_fails_at_creation() {
     assert!(error.to_string().contains("acks"), "{error}");
 }
 
+/// librdkafka is built with OpenSSL: TLS and SASL/SCRAM settings are
+/// accepted, and a TLS client never publishes to a plaintext listener (its
+/// handshake fails) but reports the broker unavailable.
+#[tokio::test]
+async fn tls_settings_are_accepted_and_a_plaintext_listener_fails_the_handshake() {
+    let brokers = require_broker().await;
+    let topic = unique_topic("tls");
+    create_topic(&brokers, &topic, 1).await;
+
+    let mut scram = KafkaPublisherConfig::new(vec![brokers.clone()]);
+    for (key, value) in [
+        ("security.protocol", "sasl_ssl"),
+        ("sasl.mechanisms", "SCRAM-SHA-512"),
+        ("sasl.username", "relay"),
+        ("sasl.password", "secret"),
+    ] {
+        scram
+            .client_options
+            .insert(key.to_owned(), value.to_owned());
+    }
+    KafkaPublisher::new(scram).expect("a SASL_SSL / SCRAM client can be created");
+
+    let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
+    config
+        .client_options
+        .insert("security.protocol".to_owned(), "ssl".to_owned());
+    config.message_timeout = Duration::from_secs(2);
+    config.metadata_timeout = Duration::from_secs(1);
+    let publisher = KafkaPublisher::new(config).expect("a TLS client can be created");
+    let outcomes = publisher.publish(&[event(&topic, "order-1", 0)]).await;
+    assert!(
+        matches!(&outcomes[0], Err(PublishFailure::Unavailable(_))),
+        "TLS against a plaintext listener: {outcomes:?}"
+    );
+    assert!(!publisher.is_connected());
+}
+
+/// librdkafka is built with zstd: compressed batches reach the broker and
+/// consumers read them back.
+#[tokio::test]
+async fn zstd_compressed_batches_arrive() {
+    let brokers = require_broker().await;
+    let topic = unique_topic("zstd");
+    create_topic(&brokers, &topic, 1).await;
+    let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
+    config
+        .client_options
+        .insert("compression.type".to_owned(), "zstd".to_owned());
+    let publisher = KafkaPublisher::new(config).expect("a zstd producer can be created");
+    let events: Vec<OutboundEvent> = (0..20)
+        .map(|sequence| event(&topic, "order-1", sequence))
+        .collect();
+    let outcomes = publisher.publish(&events).await;
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    let received = consume(&brokers, &topic, events.len()).await;
+    let values: Vec<&str> = received
+        .iter()
+        .map(|message| message.value.as_str())
+        .collect();
+    let sent: Vec<&str> = events.iter().map(|event| event.payload.as_str()).collect();
+    assert_eq!(values, sent, "every payload, in order");
+}
+
 #[tokio::test]
 async fn check_connection_reports_a_live_broker() {
     let brokers = require_broker().await;
