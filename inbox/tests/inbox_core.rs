@@ -147,9 +147,25 @@ async fn a_racer_runs_when_the_first_delivery_rolls_back<DB: InboxBackend + Test
     db: &TestDatabase<DB>,
 ) {
     let inbox = prepare(db).await;
-    let failing = apply(&inbox, "retried", Duration::from_millis(300), true);
+    // The second delivery starts only once the first one's handler runs, so
+    // the first holds the inbox row when the second tries to take it.
+    let (started, handler_running) = tokio::sync::oneshot::channel::<()>();
+    let failing = inbox.process("retried", move |tx| {
+        Box::pin(async move {
+            DB::execute(
+                &mut **tx,
+                "INSERT INTO effects (event_id) VALUES ('retried')",
+            )
+            .await?;
+            let _ = started.send(());
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Err::<(), BoxError>("the handler failed on purpose".into())
+        })
+    });
     let succeeding = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        handler_running
+            .await
+            .expect("the first delivery's handler started");
         apply(&inbox, "retried", Duration::ZERO, false).await
     };
     let (failed, succeeded) = tokio::join!(failing, succeeding);
