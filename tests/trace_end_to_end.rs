@@ -9,47 +9,28 @@
 //! `amqp://guest:guest@127.0.0.1:5672/%2f`); a broker that cannot be reached
 //! fails the test with a message naming it.
 
+mod support;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
 use lapin::options::{
     BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions,
     QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
-use opentelemetry::trace::{SpanId, TraceContextExt, TraceId, TracerProvider};
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use outbox::{Event, OutboxMessage, OutboxWriter};
+use outbox_inbox::Inbox;
 use outbox_inbox::rabbitmq::{RabbitMqConsumerConfig, RabbitMqInboxConsumer};
-use outbox_inbox::{BoxError, Inbox};
 use outbox_relay::publish::rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};
 use outbox_relay::store::PostgresStore;
 use outbox_relay::{Relay, RelayConfig};
-use serde::{Deserialize, Serialize};
-use sqlx::Transaction;
+use support::trace::{
+    CONSUMER, WAIT, assert_handler_continues_the_producer, enqueue_in_producer_span,
+    export_spans_to_memory, handled_spans, parcel_handler, stop_consumer_then_relay,
+};
 use tokio_util::sync::CancellationToken;
-use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-use tracing_subscriber::layer::SubscriberExt as _;
-
-/// How long any one wait may last before the test fails; no test asserts a
-/// duration.
-const WAIT: Duration = Duration::from_secs(30);
-const CONSUMER: &str = "dispatch";
-
-#[derive(Debug, Serialize, Deserialize, Event)]
-#[event(
-    type = "parcel.shipped",
-    aggregate = "parcel",
-    topic = "parcels",
-    source = "/parcels"
-)]
-struct ParcelShipped {
-    #[event(aggregate_id)]
-    parcel_id: String,
-}
 
 fn amqp_url() -> String {
     std::env::var("OUTBOX_TEST_AMQP_URL")
@@ -197,77 +178,13 @@ impl Topology {
     }
 }
 
-/// Wait until `spans` holds a finished span named `name` whose `event_id`
-/// attribute is `event_id`.
-async fn exported_span(
-    provider: &SdkTracerProvider,
-    exporter: &InMemorySpanExporter,
-    name: &str,
-    event_id: &str,
-) -> SpanData {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        provider.force_flush().expect("flush spans");
-        let spans = exporter.get_finished_spans().expect("finished spans");
-        let found = spans.into_iter().find(|span| {
-            span.name == name
-                && span.attributes.iter().any(|attribute| {
-                    attribute.key.as_str() == "event_id" && attribute.value.as_str() == event_id
-                })
-        });
-        if let Some(span) = found {
-            return span;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no `{name}` span was exported for event {event_id}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_handler_span_continues_the_producers_trace() {
-    // Every span of this test binary goes to the in-memory exporter; the
-    // consumer's tasks run on the runtime's threads, so the subscriber is
-    // global (this binary has this one test).
-    let exporter = InMemorySpanExporter::default();
-    let provider = SdkTracerProvider::builder()
-        .with_simple_exporter(exporter.clone())
-        .build();
-    let subscriber = tracing_subscriber::registry()
-        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("outbox-test")));
-    tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
-
+    let (provider, exporter) = export_spans_to_memory();
     let db = outbox_testkit::postgres().await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let topology = Topology::declare().await;
-
-    // The producer: enqueue inside its span.
-    let producer_span = tracing::info_span!("ship_parcel");
-    let producer = producer_span.context().span().span_context().clone();
-    assert!(producer.is_valid(), "the producer span has a valid context");
-    let traceparent = format!("00-{}-{}-01", producer.trace_id(), producer.span_id());
-    let payload =
-        serde_json::value::to_raw_value(&serde_json::json!({ "parcel_id": "p-1" })).expect("json");
-    let message = OutboxMessage::new(
-        ParcelShipped::EVENT_TYPE,
-        ParcelShipped::SOURCE,
-        ParcelShipped::AGGREGATE_TYPE,
-        "p-1",
-        topology.exchange.as_str(),
-        payload,
-    );
-    let event_id = message.event_id().to_string();
-    let enqueue = async {
-        let mut tx = db.pool().begin().await.expect("begin");
-        OutboxWriter::new()
-            .enqueue_messages(&mut tx, vec![message])
-            .await
-            .expect("enqueue");
-        tx.commit().await.expect("commit");
-    };
-    tracing::Instrument::instrument(enqueue, producer_span).await;
+    let produced = enqueue_in_producer_span(db.pool(), &topology.exchange).await;
 
     // The relay, in-process, publishing to the real RabbitMQ.
     let relay_config = RelayConfig {
@@ -288,99 +205,38 @@ async fn the_handler_span_continues_the_producers_trace() {
     let headers = topology.published_headers().await;
     assert_eq!(
         headers.get("cloudEvents:traceparent"),
-        Some(&traceparent),
+        Some(&produced.traceparent),
         "{headers:?}"
     );
     assert_eq!(
         headers.get("traceparent"),
-        Some(&traceparent),
+        Some(&produced.traceparent),
         "{headers:?}"
     );
     assert_eq!(
         headers.get("cloudEvents:id"),
-        Some(&event_id),
+        Some(&produced.event_id),
         "{headers:?}"
     );
 
     // The consumer: the RabbitMQ inbox adapter.
     let handled = Arc::new(tokio::sync::Notify::new());
-    let handled_in_handler = Arc::clone(&handled);
-    let handler = outbox_inbox::typed::<ParcelShipped, _, sqlx::Postgres>(
-        move |_tx: &mut Transaction<'static, sqlx::Postgres>, _parcel: &ParcelShipped| {
-            let handled = Arc::clone(&handled_in_handler);
-            let future: BoxFuture<'_, Result<(), BoxError>> = Box::pin(async move {
-                tracing::info!("parcel handled");
-                handled.notify_one();
-                Ok(())
-            });
-            future
-        },
-    );
     let inbox = Inbox::new(db.pool().clone(), CONSUMER).expect("inbox");
     let consumer = RabbitMqInboxConsumer::new(
         inbox,
-        handler,
+        parcel_handler(Arc::clone(&handled)),
         RabbitMqConsumerConfig::new(amqp_url(), topology.inbox_queue.clone()),
     )
     .expect("consumer");
     let stop_consumer = CancellationToken::new();
     let consumer_task = tokio::spawn(consumer.run(stop_consumer.clone()));
-    tokio::time::timeout(WAIT, handled.notified())
-        .await
-        .expect("the inbox handled the event");
+    let (handler_span, producer_exported) =
+        handled_spans(&provider, &exporter, &handled, &produced.event_id).await;
 
-    let handler_span = exported_span(&provider, &exporter, "inbox.handle", &event_id).await;
-    let producer_exported = exported_span_named(&exporter, "ship_parcel");
-
-    stop_consumer.cancel();
-    let stats = consumer_task
-        .await
-        .expect("consumer task")
-        .expect("consumer run");
-    stop_relay.cancel();
-    relay_task.await.expect("relay task").expect("relay run");
+    let stats =
+        stop_consumer_then_relay(stop_consumer, consumer_task, stop_relay, relay_task).await;
     topology.delete().await;
 
     assert_eq!(stats.processed, 1);
-    assert_ne!(producer.trace_id(), TraceId::INVALID);
-    assert_eq!(
-        handler_span.span_context.trace_id(),
-        producer.trace_id(),
-        "the handler span is in the producer's trace"
-    );
-    assert_eq!(
-        handler_span.parent_span_id,
-        producer.span_id(),
-        "the producer span is the handler span's parent"
-    );
-    assert_ne!(handler_span.span_context.span_id(), SpanId::INVALID);
-    assert_ne!(handler_span.span_context.span_id(), producer.span_id());
-    assert_eq!(
-        producer_exported.span_context.span_id(),
-        producer.span_id(),
-        "the parent is the exported producer span"
-    );
-    let attribute = |key: &str| {
-        handler_span
-            .attributes
-            .iter()
-            .find(|attribute| attribute.key.as_str() == key)
-            .map(|attribute| attribute.value.as_str().into_owned())
-    };
-    assert_eq!(attribute("consumer").as_deref(), Some(CONSUMER));
-    assert_eq!(
-        attribute("event_type").as_deref(),
-        Some(ParcelShipped::EVENT_TYPE)
-    );
-}
-
-/// The finished span named `name`; the producer span closed before the
-/// relay started.
-fn exported_span_named(exporter: &InMemorySpanExporter, name: &str) -> SpanData {
-    exporter
-        .get_finished_spans()
-        .expect("finished spans")
-        .into_iter()
-        .find(|span| span.name == name)
-        .unwrap_or_else(|| panic!("no `{name}` span was exported"))
+    assert_handler_continues_the_producer(&handler_span, &produced.producer, &producer_exported);
 }

@@ -1,0 +1,5 @@
+//! Support shared by the end-to-end trace tests.
+
+#![allow(dead_code)]
+
+pub mod trace;
