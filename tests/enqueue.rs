@@ -73,13 +73,6 @@ async fn prepare<DB: outbox::Backend + TestBackend>(db: &TestDatabase<DB>) {
         .expect("create orders");
 }
 
-async fn count<DB: TestBackend>(db: &TestDatabase<DB>, sql: &str) -> i64 {
-    let mut connection = db.pool().acquire().await.expect("acquire");
-    DB::fetch_i64(&mut connection, sql)
-        .await
-        .unwrap_or_else(|error| panic!("{}: {sql}: {error}", DB::LABEL))
-}
-
 async fn strings<DB: TestBackend>(db: &TestDatabase<DB>, sql: &str) -> Vec<String> {
     let mut connection = db.pool().acquire().await.expect("acquire");
     DB::fetch_strings(&mut connection, sql)
@@ -109,8 +102,8 @@ async fn rollback_leaves_no_rows_and_commit_leaves_both<DB: outbox::Backend + Te
         .await
         .expect("enqueue");
     tx.rollback().await.expect("rollback");
-    assert_eq!(count(db, "SELECT COUNT(*) FROM orders").await, 0);
-    assert_eq!(count(db, "SELECT COUNT(*) FROM outbox_events").await, 0);
+    assert_eq!(db.count("SELECT COUNT(*) FROM orders").await, 0);
+    assert_eq!(db.count("SELECT COUNT(*) FROM outbox_events").await, 0);
 
     let committed = order(250);
     let mut tx = db.pool().begin().await.expect("begin");
@@ -120,10 +113,8 @@ async fn rollback_leaves_no_rows_and_commit_leaves_both<DB: outbox::Backend + Te
     let event_id = outbox::enqueue(&mut tx, &committed).await.expect("enqueue");
     tx.commit().await.expect("commit");
 
-    assert_eq!(count(db, "SELECT COUNT(*) FROM orders").await, 1);
-    let matching = count(
-        db,
-        &format!(
+    assert_eq!(db.count("SELECT COUNT(*) FROM orders").await, 1);
+    let matching = db.count(&format!(
             "SELECT COUNT(*) FROM outbox_events WHERE event_id = '{event_id}' \
              AND event_type = 'order.created' AND event_version = 1 AND source = '/orders' \
              AND aggregate_type = 'order' AND aggregate_id = '{}' AND topic = 'orders' AND state = 'pending'",
@@ -135,7 +126,7 @@ async fn rollback_leaves_no_rows_and_commit_leaves_both<DB: outbox::Backend + Te
         matching, 1,
         "the committed row carries the returned event id and the event's columns"
     );
-    assert_eq!(count(db, "SELECT COUNT(*) FROM outbox_events").await, 1);
+    assert_eq!(db.count("SELECT COUNT(*) FROM outbox_events").await, 1);
     assert_eq!(event_id.get_version_num(), 7, "event ids are UUIDv7");
 }
 
@@ -157,9 +148,7 @@ async fn plain_insert_of_contract_columns_is_a_complete_enqueue<
     .expect("an INSERT naming only the contract columns is valid");
     drop(connection);
 
-    let with_defaults = count(
-        db,
-        "SELECT COUNT(*) FROM outbox_events WHERE event_version = 1 AND state = 'pending' AND attempts = 0 \
+    let with_defaults = db.count("SELECT COUNT(*) FROM outbox_events WHERE event_version = 1 AND state = 'pending' AND attempts = 0 \
          AND created_at IS NOT NULL AND published_at IS NULL AND next_attempt_at IS NULL \
          AND last_error IS NULL AND headers = '{}'",
     )
@@ -254,7 +243,7 @@ async fn oversized_payload_is_rejected_and_the_transaction_goes_on<
         .expect("enqueue after rejection");
     tx.commit().await.expect("the transaction still commits");
 
-    assert_eq!(count(db, "SELECT COUNT(*) FROM orders").await, 1);
+    assert_eq!(db.count("SELECT COUNT(*) FROM orders").await, 1);
     assert_eq!(
         strings(db, "SELECT CAST(event_id AS CHAR(36)) FROM outbox_events").await,
         vec![accepted_id.to_string()]
@@ -309,9 +298,10 @@ async fn sixteen_concurrent_writers_get_unique_ids<DB: outbox::Backend + TestBac
         all_ids.extend(event_ids);
     }
     assert_eq!(all_ids.len(), 16 * 5 * 3, "every returned id is unique");
-    assert_eq!(count(db, "SELECT COUNT(*) FROM outbox_events").await, 240);
+    assert_eq!(db.count("SELECT COUNT(*) FROM outbox_events").await, 240);
     assert_eq!(
-        count(db, "SELECT COUNT(DISTINCT event_id) FROM outbox_events").await,
+        db.count("SELECT COUNT(DISTINCT event_id) FROM outbox_events")
+            .await,
         240
     );
 }
@@ -334,7 +324,7 @@ async fn explicit_event_id_and_headers_are_stored<DB: outbox::Backend + TestBack
     tx.commit().await.expect("commit");
     assert_eq!(returned, event_id);
     assert_eq!(
-        count(db, "SELECT COUNT(*) FROM outbox_events WHERE CAST(headers AS CHAR(2000)) LIKE '%traceparent%00f067aa0ba902b7%'")
+        db.count("SELECT COUNT(*) FROM outbox_events WHERE CAST(headers AS CHAR(2000)) LIKE '%traceparent%00f067aa0ba902b7%'")
             .await,
         1,
         "the header is stored in the headers column"
@@ -350,7 +340,7 @@ async fn explicit_event_id_and_headers_are_stored<DB: outbox::Backend + TestBack
         "{duplicate:?}"
     );
     tx.rollback().await.expect("rollback");
-    assert_eq!(count(db, "SELECT COUNT(*) FROM outbox_events").await, 1);
+    assert_eq!(db.count("SELECT COUNT(*) FROM outbox_events").await, 1);
 }
 
 async fn migrate_is_repeatable_and_refuses_a_changed_migration<
@@ -364,7 +354,7 @@ async fn migrate_is_repeatable_and_refuses_a_changed_migration<
         .await
         .expect("second migrate is a no-op");
     assert_eq!(
-        count(db, "SELECT COUNT(*) FROM _outbox_migrations").await,
+        db.count("SELECT COUNT(*) FROM _outbox_migrations").await,
         dialect.migrations,
         "every migration recorded once"
     );
@@ -412,7 +402,7 @@ async fn a_malformed_event_id_is_refused_at_insert<DB: outbox::Backend + TestBac
         "the error names the event id: {error}"
     );
     drop(connection);
-    assert_eq!(count(db, "SELECT COUNT(*) FROM outbox_events").await, 0);
+    assert_eq!(db.count("SELECT COUNT(*) FROM outbox_events").await, 0);
 }
 
 /// Run each scenario once per backend, each on a fresh database.

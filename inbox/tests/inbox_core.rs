@@ -19,13 +19,6 @@ async fn prepare<DB: InboxBackend + TestBackend>(db: &TestDatabase<DB>) -> Inbox
     Inbox::new(db.pool().clone(), "billing").expect("inbox")
 }
 
-async fn count<DB: TestBackend>(db: &TestDatabase<DB>, sql: &str) -> i64 {
-    let mut connection = db.pool().acquire().await.expect("acquire");
-    DB::fetch_i64(&mut connection, sql)
-        .await
-        .unwrap_or_else(|error| panic!("{sql}: {error}"))
-}
-
 /// Apply the effect of `event_id`: one row in `effects`, so a second
 /// application would show as a second row.
 async fn apply<DB: InboxBackend + TestBackend>(
@@ -104,17 +97,15 @@ async fn triple_delivery_in_random_order_applies_each_event_once<DB: InboxBacken
         duplicates += worker_duplicates;
     }
     assert_eq!((processed, duplicates), (60, 120));
-    assert_eq!(count(db, "SELECT COUNT(*) FROM effects").await, 60);
+    assert_eq!(db.count("SELECT COUNT(*) FROM effects").await, 60);
     assert_eq!(
-        count(db, "SELECT COUNT(DISTINCT event_id) FROM effects").await,
+        db.count("SELECT COUNT(DISTINCT event_id) FROM effects")
+            .await,
         60
     );
     assert_eq!(
-        count(
-            db,
-            "SELECT COUNT(*) FROM inbox_messages WHERE consumer = 'billing'"
-        )
-        .await,
+        db.count("SELECT COUNT(*) FROM inbox_messages WHERE consumer = 'billing'")
+            .await,
         60
     );
 }
@@ -138,7 +129,8 @@ async fn racing_deliveries_apply_the_effects_once<DB: InboxBackend + TestBackend
     );
     assert!(outcomes.contains(&Outcome::Duplicate));
     assert_eq!(
-        count(db, "SELECT COUNT(*) FROM effects WHERE event_id = 'raced'").await,
+        db.count("SELECT COUNT(*) FROM effects WHERE event_id = 'raced'")
+            .await,
         1
     );
 }
@@ -172,11 +164,8 @@ async fn a_racer_runs_when_the_first_delivery_rolls_back<DB: InboxBackend + Test
     assert!(matches!(failed, Err(Error::Handler { .. })), "{failed:?}");
     assert_eq!(succeeded.expect("second"), Outcome::Processed(()));
     assert_eq!(
-        count(
-            db,
-            "SELECT COUNT(*) FROM effects WHERE event_id = 'retried'"
-        )
-        .await,
+        db.count("SELECT COUNT(*) FROM effects WHERE event_id = 'retried'")
+            .await,
         1
     );
 }
@@ -196,12 +185,12 @@ async fn a_failed_handler_records_nothing_and_the_redelivery_applies_once<
         other => panic!("expected a handler error, got {other:?}"),
     }
     assert_eq!(
-        count(db, "SELECT COUNT(*) FROM effects").await,
+        db.count("SELECT COUNT(*) FROM effects").await,
         0,
         "the failed handler's writes rolled back"
     );
     assert_eq!(
-        count(db, "SELECT COUNT(*) FROM inbox_messages").await,
+        db.count("SELECT COUNT(*) FROM inbox_messages").await,
         0,
         "nothing recorded"
     );
@@ -218,7 +207,7 @@ async fn a_failed_handler_records_nothing_and_the_redelivery_applies_once<
             .expect("third"),
         Outcome::Duplicate
     );
-    assert_eq!(count(db, "SELECT COUNT(*) FROM effects").await, 1);
+    assert_eq!(db.count("SELECT COUNT(*) FROM effects").await, 1);
 
     // Another consumer has an inbox of its own.
     let other = Inbox::new(db.pool().clone(), "shipping").expect("inbox");
@@ -261,14 +250,11 @@ async fn pruning_keeps_the_window_and_the_row_limit<DB: InboxBackend + TestBacke
         "only rows older than the window go, in bounded batches"
     );
     assert_eq!(
-        count(
-            db,
-            "SELECT COUNT(*) FROM inbox_messages WHERE event_id < 'p-10'"
-        )
-        .await,
+        db.count("SELECT COUNT(*) FROM inbox_messages WHERE event_id < 'p-10'")
+            .await,
         0
     );
-    assert_eq!(count(db, "SELECT COUNT(*) FROM inbox_messages").await, 20);
+    assert_eq!(db.count("SELECT COUNT(*) FROM inbox_messages").await, 20);
 
     let capped = PruneSettings {
         max_rows: Some(15),
@@ -280,7 +266,7 @@ async fn pruning_keeps_the_window_and_the_row_limit<DB: InboxBackend + TestBacke
             .expect("prune"),
         5
     );
-    assert_eq!(count(db, "SELECT COUNT(*) FROM inbox_messages").await, 15);
+    assert_eq!(db.count("SELECT COUNT(*) FROM inbox_messages").await, 15);
 
     // A pruned event is processed again: the documented cost of the window.
     assert_eq!(

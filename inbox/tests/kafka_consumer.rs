@@ -292,17 +292,10 @@ async fn prepare<DB: InboxBackend + TestBackend>(db: &TestDatabase<DB>) -> Inbox
     Inbox::new(db.pool().clone(), "ledger").expect("inbox")
 }
 
-async fn count<DB: TestBackend>(db: &TestDatabase<DB>, sql: &str) -> i64 {
-    let mut connection = db.pool().acquire().await.expect("acquire");
-    DB::fetch_i64(&mut connection, sql)
-        .await
-        .unwrap_or_else(|error| panic!("{sql}: {error}"))
-}
-
 async fn wait_for_effects<DB: TestBackend>(db: &TestDatabase<DB>, expected: i64) {
     let deadline = tokio::time::Instant::now() + CATCH_UP;
     loop {
-        let applied = count(db, "SELECT COUNT(*) FROM effects").await;
+        let applied = db.count("SELECT COUNT(*) FROM effects").await;
         if applied >= expected {
             return;
         }
@@ -495,9 +488,10 @@ async fn triple_delivery_applies_each_event_once_in_key_order<DB: InboxBackend +
         (48, 96, 0),
         "{stats:?}"
     );
-    assert_eq!(count(&db, "SELECT COUNT(*) FROM effects").await, 48);
+    assert_eq!(db.count("SELECT COUNT(*) FROM effects").await, 48);
     assert_eq!(
-        count(&db, "SELECT COUNT(DISTINCT event_id) FROM effects").await,
+        db.count("SELECT COUNT(DISTINCT event_id) FROM effects")
+            .await,
         48
     );
     let mut applied: BTreeMap<String, Vec<i64>> = BTreeMap::new();
@@ -569,11 +563,8 @@ async fn a_failing_event_is_retried_in_place_without_blocking_other_keys() {
     assert_eq!(stats.retried, 2, "{stats:?}");
     assert_eq!(attempts.lock().expect("attempts").get(&failing), Some(&3));
     assert_eq!(
-        count(
-            &db,
-            "SELECT COUNT(*) FROM effects WHERE account = 'acct-0' AND seq = 1"
-        )
-        .await,
+        db.count("SELECT COUNT(*) FROM effects WHERE account = 'acct-0' AND seq = 1")
+            .await,
         1
     );
 
@@ -751,9 +742,10 @@ async fn a_crash_between_database_and_offset_commit_yields_duplicates_only() {
         (0, 10, 0),
         "{stats:?}"
     );
-    assert_eq!(count(&db, "SELECT COUNT(*) FROM effects").await, 10);
+    assert_eq!(db.count("SELECT COUNT(*) FROM effects").await, 10);
     assert_eq!(
-        count(&db, "SELECT COUNT(DISTINCT event_id) FROM effects").await,
+        db.count("SELECT COUNT(DISTINCT event_id) FROM effects")
+            .await,
         10
     );
 }
@@ -802,9 +794,10 @@ async fn a_rebalance_mid_stream_applies_each_event_once() {
     );
     assert_eq!(a.processed + b.processed, 60, "{a:?} {b:?}");
     assert_eq!(a.dead_lettered + b.dead_lettered, 0, "{a:?} {b:?}");
-    assert_eq!(count(&db, "SELECT COUNT(*) FROM effects").await, 60);
+    assert_eq!(db.count("SELECT COUNT(*) FROM effects").await, 60);
     assert_eq!(
-        count(&db, "SELECT COUNT(DISTINCT event_id) FROM effects").await,
+        db.count("SELECT COUNT(DISTINCT event_id) FROM effects")
+            .await,
         60
     );
     let mut applied: BTreeMap<String, Vec<i64>> = BTreeMap::new();

@@ -434,13 +434,6 @@ async fn prepare<DB: InboxBackend + TestBackend>(db: &TestDatabase<DB>) -> Inbox
     Inbox::new(db.pool().clone(), CONSUMER).expect("inbox")
 }
 
-async fn count<DB: TestBackend>(db: &TestDatabase<DB>, sql: &str) -> i64 {
-    let mut connection = db.pool().acquire().await.expect("acquire");
-    DB::fetch_i64(&mut connection, sql)
-        .await
-        .unwrap_or_else(|error| panic!("{sql}: {error}"))
-}
-
 /// Poll `condition` until it holds, failing after [`WAIT`] with `what`.
 async fn eventually<F, Fut>(what: &str, mut condition: F)
 where
@@ -509,12 +502,13 @@ async fn triple_delivery_in_shuffled_order_applies_each_event_once<
     eventually("60 deliveries", || async { probe.decodes() >= 60 }).await;
     let stats = running.stop().await;
 
-    assert_eq!(count(db, "SELECT COUNT(*) FROM effects").await, 20);
+    assert_eq!(db.count("SELECT COUNT(*) FROM effects").await, 20);
     assert_eq!(
-        count(db, "SELECT COUNT(DISTINCT event_id) FROM effects").await,
+        db.count("SELECT COUNT(DISTINCT event_id) FROM effects")
+            .await,
         20
     );
-    assert_eq!(count(db, "SELECT COUNT(*) FROM inbox_messages").await, 20);
+    assert_eq!(db.count("SELECT COUNT(*) FROM inbox_messages").await, 20);
     assert_eq!((stats.processed, stats.duplicates), (20, 40), "{stats:?}");
     assert_eq!((stats.retried, stats.dead_lettered), (0, 0), "{stats:?}");
     assert_eq!(broker.message_count(&broker.queue).await, 0, "all acked");
@@ -543,7 +537,8 @@ async fn racing_duplicates_through_two_consumers_apply_once<DB: InboxBackend + T
     let (first, second) = tokio::join!(first.stop(), second.stop());
 
     assert_eq!(
-        count(db, "SELECT COUNT(*) FROM effects WHERE event_id = 'raced'").await,
+        db.count("SELECT COUNT(*) FROM effects WHERE event_id = 'raced'")
+            .await,
         1
     );
     assert_eq!(
@@ -581,14 +576,15 @@ async fn a_failing_handler_is_retried_and_applied_once<DB: InboxBackend + TestBa
 
     let running = start(inbox, &probe, broker.config());
     eventually("the flaky event applied", || async {
-        count(db, "SELECT COUNT(*) FROM effects").await == 3
+        db.count("SELECT COUNT(*) FROM effects").await == 3
     })
     .await;
     let stats = running.stop().await;
 
     assert_eq!(probe.runs("flaky"), 3, "two failures, then success");
     assert_eq!(
-        count(db, "SELECT COUNT(*) FROM effects WHERE event_id = 'flaky'").await,
+        db.count("SELECT COUNT(*) FROM effects WHERE event_id = 'flaky'")
+            .await,
         1
     );
     assert_eq!(stats.processed, 3, "{stats:?}");
@@ -628,7 +624,7 @@ async fn poison_goes_to_the_dead_letter_queue_and_consuming_continues<
     })
     .await;
     eventually("the good event applied", || async {
-        count(db, "SELECT COUNT(*) FROM effects").await == 1
+        db.count("SELECT COUNT(*) FROM effects").await == 1
     })
     .await;
     let stats = running.stop().await;
@@ -698,7 +694,7 @@ async fn exhausted_attempts_go_to_the_dead_letter_queue<DB: InboxBackend + TestB
     assert_eq!(stats.retried, 3, "{stats:?}");
     assert_eq!(stats.dead_lettered, 1, "{stats:?}");
     assert_eq!(stats.processed, 0, "{stats:?}");
-    assert_eq!(count(db, "SELECT COUNT(*) FROM effects").await, 0);
+    assert_eq!(db.count("SELECT COUNT(*) FROM effects").await, 0);
     let dead = broker.take_dead_letters().await;
     assert_eq!(dead.len(), 1);
     let (headers, body) = &dead[0];
@@ -791,14 +787,17 @@ async fn a_lost_connection_is_reopened_and_unacked_messages_dedup<
     .await;
     broker.publish_payment("after").await;
     eventually("the event published after the reconnect", || async {
-        count(db, "SELECT COUNT(*) FROM effects WHERE event_id = 'after'").await == 1
+        db.count("SELECT COUNT(*) FROM effects WHERE event_id = 'after'")
+            .await
+            == 1
     })
     .await;
     let stats = running.stop().await;
 
     assert_eq!(probe.runs("held"), 1, "the redelivery was a duplicate");
     assert_eq!(
-        count(db, "SELECT COUNT(*) FROM effects WHERE event_id = 'held'").await,
+        db.count("SELECT COUNT(*) FROM effects WHERE event_id = 'held'")
+            .await,
         1
     );
     assert_eq!((stats.processed, stats.duplicates), (2, 1), "{stats:?}");

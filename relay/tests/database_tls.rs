@@ -20,13 +20,6 @@ fn with_parameters(url: &str, parameters: &str) -> String {
     format!("{url}{separator}{parameters}")
 }
 
-async fn fetch_i64(db: &outbox_testkit::TestDatabase<sqlx::Postgres>, sql: &str) -> i64 {
-    let mut connection = db.pool().acquire().await.expect("acquire");
-    sqlx::Postgres::fetch_i64(&mut connection, sql)
-        .await
-        .unwrap_or_else(|error| panic!("{sql}: {error}"))
-}
-
 async fn require_server_tls(db: &outbox_testkit::TestDatabase<sqlx::Postgres>) {
     let ssl: String = sqlx::query_scalar("SHOW ssl")
         .fetch_one(db.pool())
@@ -73,22 +66,18 @@ async fn the_relay_publishes_over_a_tls_connection_to_postgresql() {
     loop {
         // The relay's own sessions, named by application_name, and whether
         // each of them runs over TLS.
-        let sessions = fetch_i64(
-            &db,
-            &format!(
+        let sessions = db
+            .count(&format!(
                 "SELECT COUNT(*) FROM pg_stat_activity AS a JOIN pg_stat_ssl AS s USING (pid) \
                  WHERE a.application_name = '{APPLICATION_NAME}'"
-            ),
-        )
-        .await;
-        let plaintext = fetch_i64(
-            &db,
-            &format!(
+            ))
+            .await;
+        let plaintext = db
+            .count(&format!(
                 "SELECT COUNT(*) FROM pg_stat_activity AS a JOIN pg_stat_ssl AS s USING (pid) \
                  WHERE a.application_name = '{APPLICATION_NAME}' AND NOT s.ssl"
-            ),
-        )
-        .await;
+            ))
+            .await;
         assert_eq!(
             plaintext,
             0,
@@ -96,11 +85,9 @@ async fn the_relay_publishes_over_a_tls_connection_to_postgresql() {
             relay.log()
         );
         tls_connections_seen = tls_connections_seen.max(sessions);
-        let published = fetch_i64(
-            &db,
-            "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'",
-        )
-        .await;
+        let published = db
+            .count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'")
+            .await;
         if published == 200 && tls_connections_seen > 0 {
             break;
         }

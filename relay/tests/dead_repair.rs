@@ -35,13 +35,6 @@ fn operator(args: &[&str]) -> Output {
     output
 }
 
-async fn count<DB: TestBackend>(db: &TestDatabase<DB>, sql: &str) -> i64 {
-    let mut connection = db.pool().acquire().await.expect("acquire");
-    DB::fetch_i64(&mut connection, sql)
-        .await
-        .unwrap_or_else(|error| panic!("{sql}: {error}"))
-}
-
 /// The event ids `collected` received, first occurrences, in arrival order.
 fn received(collected: &Collected) -> Vec<String> {
     let mut seen = HashSet::new();
@@ -102,14 +95,11 @@ async fn run_until_dead<DB: TestBackend>(
     let label = DB::LABEL;
     assert!(
         wait_until(Duration::from_secs(60), || async {
-            count(
-                db,
-                &format!(
-                    "SELECT COUNT(*) FROM outbox_events WHERE state = 'dead' AND attempts = 3 \
+            db.count(&format!(
+                "SELECT COUNT(*) FROM outbox_events WHERE state = 'dead' AND attempts = 3 \
                      AND event_id = '{}'",
-                    stuck[0]
-                ),
-            )
+                stuck[0]
+            ))
             .await
                 == 1
         })
@@ -128,14 +118,11 @@ async fn run_until_dead<DB: TestBackend>(
     tokio::time::sleep(Duration::from_millis(500)).await;
     for held in &stuck[1..] {
         assert_eq!(
-            count(
-                db,
-                &format!(
-                    "SELECT COUNT(*) FROM outbox_events WHERE event_id = '{held}' \
+            db.count(&format!(
+                "SELECT COUNT(*) FROM outbox_events WHERE event_id = '{held}' \
                      AND state = 'pending' AND attempts = 0"
-                ),
-            )
-            .await,
+            ),)
+                .await,
             1,
             "{label}: the later event {held} is held, never attempted"
         );
@@ -185,11 +172,8 @@ async fn retry_after_fixing_the_cause<DB: TestBackend + outbox::Backend>(db: Tes
     );
     assert!(
         wait_until(Duration::from_secs(30), || async {
-            count(
-                &db,
-                "SELECT COUNT(*) FROM outbox_events WHERE state <> 'published'",
-            )
-            .await
+            db.count("SELECT COUNT(*) FROM outbox_events WHERE state <> 'published'")
+                .await
                 == 0
         })
         .await,
@@ -225,13 +209,10 @@ async fn discard_releases_the_held_events<DB: TestBackend + outbox::Backend>(db:
         String::from_utf8_lossy(&output.stdout)
     );
     assert_eq!(
-        count(
-            &db,
-            &format!(
-                "SELECT COUNT(*) FROM outbox_events WHERE event_id = '{}'",
-                stuck[0]
-            )
-        )
+        db.count(&format!(
+            "SELECT COUNT(*) FROM outbox_events WHERE event_id = '{}'",
+            stuck[0]
+        ))
         .await,
         0,
         "{label}: the dead event is deleted"

@@ -6,20 +6,13 @@ mod support;
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
-use outbox_testkit::{TestBackend, TestDatabase};
+use outbox_testkit::TestDatabase;
 use support::brokers::{
     Collected, amqp_url, kafka_brokers, kafka_topic_consumer, rabbitmq_exchange_consumer,
     unique_name,
 };
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use support::workload::{check_delivery, enqueue_events};
-
-async fn count<DB: TestBackend>(db: &TestDatabase<DB>, sql: &str) -> i64 {
-    let mut connection = db.pool().acquire().await.expect("acquire");
-    DB::fetch_i64(&mut connection, sql)
-        .await
-        .unwrap_or_else(|error| panic!("{sql}: {error}"))
-}
 
 fn unique_ids(collected: &Collected) -> usize {
     collected
@@ -68,21 +61,16 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_order() {
         let relay = RelayProcess::spawn(db.url(), &kafka_broker(), &config);
         // Let it take its leases over (the previous relay's expire after 2 s)
         // and publish for a random while, then kill it mid-batch.
-        let before = count(
-            &db,
-            "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'",
-        )
-        .await;
+        let before = db
+            .count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'")
+            .await;
         assert!(
             before < EVENTS as i64,
             "every event was published before kill {kills}: the run is too short for {KILLS} kills"
         );
         let progressed = wait_until(Duration::from_secs(30), || async {
-            count(
-                &db,
-                "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'",
-            )
-            .await
+            db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'")
+                .await
                 > before
         })
         .await;
@@ -91,11 +79,9 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_order() {
         relay.kill9();
         kills += 1;
     }
-    let published_before_last = count(
-        &db,
-        "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'",
-    )
-    .await;
+    let published_before_last = db
+        .count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'")
+        .await;
     assert!(
         published_before_last < EVENTS as i64,
         "the kills must land mid-run; all events were already published"
@@ -114,11 +100,8 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_order() {
     );
     assert!(
         wait_until(Duration::from_secs(30), || async {
-            count(
-                &db,
-                "SELECT COUNT(*) FROM outbox_events WHERE state <> 'published'",
-            )
-            .await
+            db.count("SELECT COUNT(*) FROM outbox_events WHERE state <> 'published'")
+                .await
                 == 0
         })
         .await,
@@ -159,9 +142,7 @@ async fn three_relays_share_the_work_without_double_publishing() {
 
     let duplicates = check_delivery(&enqueued, &collected.snapshot());
     assert_eq!(duplicates, 0, "no event is published by two relays");
-    let owners = count(
-        &db,
-        "SELECT COUNT(DISTINCT lease_owner) FROM outbox_partitions WHERE lease_expires_at > now()",
+    let owners = db.count("SELECT COUNT(DISTINCT lease_owner) FROM outbox_partitions WHERE lease_expires_at > now()",
     )
     .await;
     assert_eq!(owners, 3, "the partitions are spread over the three relays");
@@ -190,11 +171,8 @@ async fn sigterm_exits_zero_and_releases_every_lease() {
         "events arrived"
     );
     assert!(
-        count(
-            &db,
-            "SELECT COUNT(*) FROM outbox_partitions WHERE lease_owner IS NOT NULL"
-        )
-        .await
+        db.count("SELECT COUNT(*) FROM outbox_partitions WHERE lease_owner IS NOT NULL")
+            .await
             > 0
     );
 
@@ -208,16 +186,13 @@ async fn sigterm_exits_zero_and_releases_every_lease() {
         relay.log()
     );
     assert_eq!(
-        count(
-            &db,
-            "SELECT COUNT(*) FROM outbox_partitions WHERE lease_owner IS NOT NULL"
-        )
-        .await,
+        db.count("SELECT COUNT(*) FROM outbox_partitions WHERE lease_owner IS NOT NULL")
+            .await,
         0,
         "no lease is left held"
     );
     assert_eq!(
-        count(&db, "SELECT COUNT(*) FROM outbox_relays").await,
+        db.count("SELECT COUNT(*) FROM outbox_relays").await,
         0,
         "the relay deregistered"
     );
@@ -286,11 +261,8 @@ async fn rejected_event_is_dead_lettered(
     let relay = RelayProcess::spawn(db.url(), &amqp_url(), &config);
     assert!(
         wait_until(Duration::from_secs(60), || async {
-            count(
-                &db,
-                "SELECT COUNT(*) FROM outbox_events WHERE state = 'dead'",
-            )
-            .await
+            db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'dead'")
+                .await
                 == 1
         })
         .await,
@@ -309,9 +281,7 @@ async fn rejected_event_is_dead_lettered(
         "other aggregates are unaffected"
     );
     assert_eq!(
-        count(
-            &db,
-            &format!(
+        db.count(&format!(
                 "SELECT COUNT(*) FROM outbox_events WHERE state = 'dead' AND attempts = 3 \
                  AND aggregate_id = 'bad' AND topic = '{missing_exchange}' AND last_error LIKE '%{missing_exchange}%'"
             )
@@ -339,7 +309,7 @@ async fn an_always_rejected_event_is_dead_lettered_and_holds_its_aggregate() {
         "the dead event holds its aggregate"
     );
     assert_eq!(
-        count(&db, &format!("SELECT COUNT(*) FROM outbox_events WHERE event_id = '{later_bad}' AND state = 'pending'")).await,
+        db.count(&format!("SELECT COUNT(*) FROM outbox_events WHERE event_id = '{later_bad}' AND state = 'pending'")).await,
         1
     );
 }
@@ -383,8 +353,7 @@ async fn an_event_over_the_kafka_size_limit_is_dead_lettered() {
     let _relay = RelayProcess::spawn(db.url(), &kafka_broker(), &config);
     assert!(
         wait_until(Duration::from_secs(60), || async {
-            count(
-                &db,
+            db.count(
                 "SELECT COUNT(*) FROM outbox_events WHERE state = 'dead' AND aggregate_id = 'big'",
             )
             .await

@@ -31,13 +31,6 @@ fn relay_command(args: &[&str]) -> Output {
         .expect("run outbox-relay")
 }
 
-async fn count<DB: TestBackend>(db: &TestDatabase<DB>, sql: &str) -> i64 {
-    let mut connection = db.pool().acquire().await.expect("acquire");
-    DB::fetch_i64(&mut connection, sql)
-        .await
-        .unwrap_or_else(|error| panic!("{sql}: {error}"))
-}
-
 async fn texts<DB: TestBackend>(db: &TestDatabase<DB>, sql: &str) -> Vec<String> {
     let mut connection = db.pool().acquire().await.expect("acquire");
     DB::fetch_strings(&mut connection, sql)
@@ -91,11 +84,8 @@ async fn enqueue<DB: outbox::Backend>(
 async fn wait_published<DB: TestBackend>(db: &TestDatabase<DB>, expected: i64) {
     assert!(
         wait_until(Duration::from_secs(60), || async {
-            count(
-                db,
-                "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'",
-            )
-            .await
+            db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'")
+                .await
                 == expected
         })
         .await,

@@ -47,13 +47,6 @@ async fn enqueue<DB: outbox::Backend>(
     ids
 }
 
-async fn count<DB: TestBackend>(db: &TestDatabase<DB>, sql: &str) -> i64 {
-    let mut connection = db.pool().acquire().await.expect("acquire");
-    DB::fetch_i64(&mut connection, sql)
-        .await
-        .unwrap_or_else(|error| panic!("{sql}: {error}"))
-}
-
 /// As relay "relay": take every partition and fetch what is due.
 async fn lease_all_and_fetch(
     store: &dyn OutboxStore,
@@ -171,11 +164,8 @@ async fn a_lost_lease_cannot_mark_or_fail_rows<DB: outbox::Backend + TestBackend
         .expect("record");
     assert_eq!(failed, 0, "a stale lease alters nothing");
     assert_eq!(
-        count(
-            db,
-            "SELECT COUNT(*) FROM outbox_events WHERE state = 'pending' AND attempts = 0"
-        )
-        .await,
+        db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'pending' AND attempts = 0")
+            .await,
         3
     );
 
@@ -185,11 +175,8 @@ async fn a_lost_lease_cannot_mark_or_fail_rows<DB: outbox::Backend + TestBackend
         .expect("mark");
     assert_eq!(marked, 3, "the live lease marks the rows");
     assert_eq!(
-        count(
-            db,
-            "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'"
-        )
-        .await,
+        db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'")
+            .await,
         3
     );
 
@@ -331,7 +318,7 @@ async fn a_failed_event_holds_back_its_aggregate_only<DB: outbox::Backend + Test
     );
 
     assert_eq!(
-        count(db, "SELECT COUNT(*) FROM outbox_events WHERE state = 'dead' AND attempts = 1 AND last_error = 'too large'")
+        db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'dead' AND attempts = 1 AND last_error = 'too large'")
             .await,
         1
     );
@@ -399,22 +386,16 @@ async fn retention_deletes_only_old_published_events<DB: outbox::Backend + TestB
         1
     );
     assert_eq!(
-        count(
-            db,
-            "SELECT COUNT(*) FROM outbox_events WHERE state = 'pending'"
-        )
-        .await,
+        db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'pending'")
+            .await,
         1
     );
     assert_eq!(
-        count(
-            db,
-            "SELECT COUNT(*) FROM outbox_events WHERE state = 'dead'"
-        )
-        .await,
+        db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'dead'")
+            .await,
         1
     );
-    assert_eq!(count(db, "SELECT COUNT(*) FROM outbox_events").await, 2);
+    assert_eq!(db.count("SELECT COUNT(*) FROM outbox_events").await, 2);
 
     let status = store.status().await.expect("status");
     assert_eq!((status.pending, status.dead, status.published), (1, 1, 0));
@@ -430,7 +411,7 @@ async fn retention_deletes_only_old_published_events<DB: outbox::Backend + TestB
             .expect("discard"),
         1
     );
-    assert_eq!(count(db, "SELECT COUNT(*) FROM outbox_events").await, 1);
+    assert_eq!(db.count("SELECT COUNT(*) FROM outbox_events").await, 1);
 }
 
 async fn the_backlog_reads_pending_and_dead_events_only<DB: outbox::Backend + TestBackend>(

@@ -51,6 +51,19 @@ impl<DB: Database> TestDatabase<DB> {
     }
 }
 
+impl<DB: crate::TestBackend> TestDatabase<DB> {
+    /// The integer `sql` selects (e.g. a `COUNT(*)`).
+    ///
+    /// # Panics
+    /// When the query fails; the message names the backend and the query.
+    pub async fn count(&self, sql: &str) -> i64 {
+        let mut connection = self.pool.acquire().await.expect("acquire");
+        DB::fetch_i64(&mut connection, sql)
+            .await
+            .unwrap_or_else(|error| panic!("{}: {sql}: {error}", DB::LABEL))
+    }
+}
+
 impl<DB: Database> Drop for TestDatabase<DB> {
     fn drop(&mut self) {
         match &self.cleanup {

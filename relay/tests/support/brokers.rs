@@ -164,14 +164,8 @@ fn amqp_text(value: &AMQPValue) -> String {
     }
 }
 
-/// Declare a durable topic exchange with no queue bound to it: the broker
-/// returns every message published to it as unroutable.
-pub async fn declare_rabbitmq_exchange(exchange: &str) {
-    require_port("127.0.0.1:5672", "RabbitMQ").await;
-    let connection = Connection::connect(&amqp_url(), ConnectionProperties::default())
-        .await
-        .expect("connect to RabbitMQ");
-    let channel = connection.create_channel().await.expect("channel");
+/// Declare `exchange` as a durable topic exchange on `channel`.
+async fn declare_topic_exchange(channel: &lapin::Channel, exchange: &str) {
     channel
         .exchange_declare(
             exchange.into(),
@@ -184,6 +178,17 @@ pub async fn declare_rabbitmq_exchange(exchange: &str) {
         )
         .await
         .expect("declare exchange");
+}
+
+/// Declare a durable topic exchange with no queue bound to it: the broker
+/// returns every message published to it as unroutable.
+pub async fn declare_rabbitmq_exchange(exchange: &str) {
+    require_port("127.0.0.1:5672", "RabbitMQ").await;
+    let connection = Connection::connect(&amqp_url(), ConnectionProperties::default())
+        .await
+        .expect("connect to RabbitMQ");
+    let channel = connection.create_channel().await.expect("channel");
+    declare_topic_exchange(&channel, exchange).await;
     let _ = connection.close(200, "OK".into()).await;
 }
 
@@ -196,18 +201,7 @@ pub async fn rabbitmq_exchange_consumer(exchange: &str) -> Collected {
         .await
         .expect("connect to RabbitMQ");
     let channel = connection.create_channel().await.expect("channel");
-    channel
-        .exchange_declare(
-            exchange.into(),
-            ExchangeKind::Topic,
-            ExchangeDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .expect("declare exchange");
+    declare_topic_exchange(&channel, exchange).await;
     let queue = format!("{exchange}.all");
     channel
         .queue_declare(
