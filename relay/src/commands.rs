@@ -12,6 +12,7 @@ use crate::database_url::{DatabaseUrl, resolve_database_url};
 use crate::http::{HttpEndpoint, HttpState};
 use crate::metrics::RelayMetrics;
 use crate::publish::Publisher;
+use crate::publish_health::PublishHealth;
 use crate::publishers::build_publisher;
 use crate::replay::{ReplayTime, replay, resolve_window};
 use crate::store::{DeadSelector, LiveLease, OutboxStatus};
@@ -140,12 +141,14 @@ async fn run(
         opened.store.migrate().await?;
     }
     let metrics = Arc::new(RelayMetrics::new());
+    let health = Arc::new(PublishHealth::new(config.effective_handover_after()));
     let http_stop = CancellationToken::new();
     let http_task = endpoint.serve(
         HttpState {
             store: Arc::clone(&opened.store),
             publisher: Arc::clone(&publisher),
             metrics: Arc::clone(&metrics),
+            health: Arc::clone(&health),
         },
         http_stop.clone(),
     );
@@ -161,7 +164,8 @@ async fn run(
     let settings = relay_settings(relay_id, &config);
     let relay = Relay::new(Arc::clone(&opened.store), publisher, settings)
         .with_wakeup(wakeup)
-        .with_metrics(metrics);
+        .with_metrics(metrics)
+        .with_publish_health(health);
     let mut relay_task = tokio::spawn(relay.run(stop.clone()));
 
     tokio::select! {
@@ -230,6 +234,7 @@ pub fn relay_settings(relay_id: String, config: &RelayConfig) -> RelaySettings {
             hold_dead: config.dead_letter.policy == DeadLetterPolicy::Hold,
             poll_interval_min: config.poll_interval_min,
             poll_interval_max: config.poll_interval_max,
+            handover_after: config.effective_handover_after(),
         },
         retention: config.retention.enabled.then(|| RetentionSettings {
             keep_published: config.retention.published,

@@ -67,6 +67,16 @@ pub struct RelayConfig {
     #[serde(deserialize_with = "deserialize_duration")]
     pub shutdown_timeout: Duration,
 
+    /// How long every publish may fail with the broker unavailable while
+    /// this instance holds partitions. Past it the instance reports not
+    /// ready on `/readyz`, rebuilds its broker client and, when other relay
+    /// instances are live, hands its partitions to them and stands by until
+    /// its client can reach the broker again. An instance that is alone
+    /// keeps its partitions. At least `lease_duration`. Default: none set,
+    /// which means three times `lease_duration`.
+    #[serde(deserialize_with = "deserialize_optional_duration")]
+    pub handover_after: Option<Duration>,
+
     /// This instance's name in partition leases and logs. Default: none,
     /// and the relay makes one up from the host name, the process id and a
     /// random suffix.
@@ -100,6 +110,7 @@ impl Default for RelayConfig {
             poll_interval_min: Duration::from_millis(10),
             poll_interval_max: Duration::from_secs(1),
             shutdown_timeout: Duration::from_secs(30),
+            handover_after: None,
             instance_id: None,
             retry: RetryConfig::default(),
             dead_letter: DeadLetterConfig::default(),
@@ -414,6 +425,11 @@ impl RelayConfig {
         self.lease_duration / 3
     }
 
+    /// `handover_after`, or its default: three times `lease_duration`.
+    pub fn effective_handover_after(&self) -> Duration {
+        self.handover_after.unwrap_or(self.lease_duration * 3)
+    }
+
     fn check(&self) -> Result<(), Problem> {
         check_range(&["batch_size"], self.batch_size, 1, 10_000)?;
         if self.lease_duration < Duration::from_secs(2) {
@@ -455,6 +471,20 @@ impl RelayConfig {
             .related_to(&["poll_interval_min"]));
         }
         check_positive(&["shutdown_timeout"], self.shutdown_timeout)?;
+        if let Some(handover_after) = self.handover_after
+            && handover_after < self.lease_duration
+        {
+            return Err(Problem::new(
+                &["handover_after"],
+                format!(
+                    "{} is shorter than lease_duration ({}); a relay would hand its partitions \
+                     over before one lease has passed, on a broker hiccup",
+                    show(handover_after),
+                    show(self.lease_duration)
+                ),
+            )
+            .related_to(&["lease_duration"]));
+        }
         if let Some(instance_id) = &self.instance_id {
             check_instance_id(instance_id)?;
         }
@@ -767,6 +797,12 @@ fn deserialize_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Du
     }
 
     deserializer.deserialize_str(DurationVisitor)
+}
+
+fn deserialize_optional_duration<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Duration>, D::Error> {
+    deserialize_duration(deserializer).map(Some)
 }
 
 fn deserialize_socket_addr<'de, D: Deserializer<'de>>(

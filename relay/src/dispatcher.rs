@@ -12,9 +12,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::Error;
-use crate::leases::LeaseKeeper;
+use crate::leases::{Handover, LeaseKeeper};
 use crate::metrics::RelayMetrics;
 use crate::publish::{PublishFailure, Publisher};
+use crate::publish_health::PublishHealth;
 use crate::retry::RetryPolicy;
 use crate::store::{ClaimedEvent, FailedAttempt, Lease, OutboxStore};
 use crate::wakeup::Wakeup;
@@ -36,6 +37,10 @@ pub struct DispatchSettings {
     pub poll_interval_min: Duration,
     /// Longest pause between two polls of an idle table.
     pub poll_interval_max: Duration,
+    /// How long every publish may fail with the broker unavailable before
+    /// the broker client is rebuilt and the partitions are handed to other
+    /// live relays.
+    pub handover_after: Duration,
 }
 
 /// Totals of one relay run.
@@ -57,6 +62,8 @@ struct BatchOutcome {
     published: Vec<i64>,
     rejected: Vec<(ClaimedEvent, String)>,
     unavailable: usize,
+    /// The broker's error for the first event it could not take.
+    first_unavailable: Option<String>,
     /// Aggregates with an event that failed or was left unsent: their later
     /// events must wait for the next fetch, which sees why.
     blocked: HashSet<AggregateKey>,
@@ -82,6 +89,7 @@ pub struct Dispatcher {
     settings: DispatchSettings,
     partition_count: i32,
     metrics: Arc<RelayMetrics>,
+    health: Arc<PublishHealth>,
     totals: DispatchTotals,
     /// Published, not yet marked: left out of the next fetch.
     unmarked: HashSet<i64>,
@@ -90,6 +98,8 @@ pub struct Dispatcher {
     /// Highest id published per aggregate, to notice events committed out
     /// of id order (see [`Dispatcher::note_commit_order`]).
     last_published: HashMap<AggregateKey, i64>,
+    /// While publishes keep failing: when the next handover check is due.
+    next_stall_check: Option<Instant>,
 }
 
 /// Marks of earlier batches that may run while the next batch publishes:
@@ -100,8 +110,13 @@ const MAX_MARKS_IN_FLIGHT: usize = 3;
 /// cleared.
 const COMMIT_ORDER_MEMORY: usize = 100_000;
 
+/// Longest wait between two recovery attempts of a relay standing by, in
+/// lease durations.
+const MAX_STANDBY_LEASES: u32 = 8;
+
 impl Dispatcher {
     /// A dispatcher; nothing runs until [`Dispatcher::run`].
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Arc<dyn OutboxStore>,
         publisher: Arc<dyn Publisher>,
@@ -110,6 +125,7 @@ impl Dispatcher {
         settings: DispatchSettings,
         partition_count: i32,
         metrics: Arc<RelayMetrics>,
+        health: Arc<PublishHealth>,
     ) -> Self {
         Dispatcher {
             store,
@@ -119,10 +135,12 @@ impl Dispatcher {
             settings,
             partition_count,
             metrics,
+            health,
             totals: DispatchTotals::default(),
             unmarked: HashSet::new(),
             marking: VecDeque::new(),
             last_published: HashMap::new(),
+            next_stall_check: None,
         }
     }
 
@@ -171,6 +189,7 @@ impl Dispatcher {
                 },
             };
             if fetched.is_empty() {
+                self.health.record_idle();
                 self.pause(&stop, idle_delay).await;
                 idle_delay = (idle_delay * 2).min(self.settings.poll_interval_max);
                 continue;
@@ -193,6 +212,7 @@ impl Dispatcher {
                 )
             };
             let all_unavailable = outcome.unavailable == fetched_count;
+            let unavailable_error = outcome.first_unavailable.clone();
             if let Some(mut next) = next.filter(|_| !all_unavailable) {
                 // The prefetch ran before this batch's failures were recorded:
                 // hold back what follows a failed or unsent event here.
@@ -202,13 +222,27 @@ impl Dispatcher {
             }
             self.settle(outcome, snapshot.leases).await;
             if all_unavailable {
+                let error = unavailable_error.unwrap_or_else(|| "no event was sent".to_owned());
+                let failing_for = self.health.record_unavailable(&error);
                 outage_delay = next_outage_delay(outage_delay, self.settings.poll_interval_max);
                 tracing::warn!(
+                    events = fetched_count,
+                    error = %error,
+                    failing_for_s = failing_for.as_secs(),
                     retry_in_ms = outage_delay.as_millis() as u64,
                     "broker unavailable for the whole batch; backing off"
                 );
+                if self.stall_check_due() {
+                    prefetched = None;
+                    self.handle_stall(&stop, &error, failing_for).await;
+                    next_rebalance = Instant::now();
+                    outage_delay = Duration::ZERO;
+                    continue;
+                }
                 self.pause(&stop, outage_delay).await;
             } else {
+                self.health.record_success();
+                self.next_stall_check = None;
                 outage_delay = Duration::ZERO;
                 if !full_batch {
                     self.pause(&stop, self.settings.poll_interval_min).await;
@@ -217,6 +251,100 @@ impl Dispatcher {
         }
         self.finish_marking().await;
         self.totals
+    }
+
+    /// Whether publishes have failed past `handover_after` and the stall
+    /// was not handled in the last `handover_after`.
+    fn stall_check_due(&mut self) -> bool {
+        if !self.health.is_stalled() {
+            return false;
+        }
+        let now = Instant::now();
+        match self.next_stall_check {
+            Some(due) if now < due => false,
+            _ => {
+                self.next_stall_check = Some(now + self.settings.handover_after);
+                true
+            }
+        }
+    }
+
+    /// Every publish has failed for `handover_after`: rebuild the broker
+    /// client and, when other relays are live, hand them the partitions and
+    /// stand by until the client reaches the broker again. A relay that is
+    /// alone keeps its partitions and goes on trying.
+    async fn handle_stall(&mut self, stop: &CancellationToken, error: &str, failing_for: Duration) {
+        // Marks are fenced by the leases about to be released.
+        self.finish_marking().await;
+        if let Err(failure) = self.publisher.recover().await {
+            tracing::warn!(error = %failure, "rebuilding the broker client failed");
+        }
+        match self.leases.hand_over().await {
+            Ok(Handover::Alone) => {
+                tracing::warn!(
+                    failing_for_s = failing_for.as_secs(),
+                    error = %error,
+                    "every publish failed past handover_after; no other relay is live, so this \
+                     relay keeps its partitions and goes on trying"
+                );
+            }
+            Ok(Handover::HandedOver {
+                released,
+                other_relays,
+            }) => {
+                tracing::warn!(
+                    failing_for_s = failing_for.as_secs(),
+                    error = %error,
+                    released,
+                    other_relays,
+                    "every publish failed past handover_after; handed the partitions to the \
+                     other relays and standing by"
+                );
+            }
+            Err(store_error) => {
+                tracing::warn!(
+                    error = %store_error,
+                    "handing the partitions over failed; they expire on their own"
+                );
+            }
+        }
+        if self.leases.is_standing_by() {
+            self.metrics.set_leases_held(0);
+            self.health.record_standing_by();
+            self.stand_by(stop).await;
+        }
+    }
+
+    /// Stand by without leases, rebuilding the broker client now and then
+    /// (every lease duration, doubling up to [`MAX_STANDBY_LEASES`]), and
+    /// rejoin once it reaches the broker.
+    async fn stand_by(&mut self, stop: &CancellationToken) {
+        let lease = self.leases.lease_duration();
+        let mut wait = lease;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+            match self.publisher.recover().await {
+                Ok(()) => {
+                    tracing::info!("the broker client reaches the broker again; rejoining");
+                    self.leases.rejoin();
+                    self.health.record_rejoined();
+                    self.next_stall_check = None;
+                    return;
+                }
+                Err(failure) => {
+                    self.health.record_unavailable(failure.message());
+                    wait = (wait * 2).min(lease * MAX_STANDBY_LEASES);
+                    tracing::warn!(
+                        error = %failure,
+                        retry_in_ms = wait.as_millis() as u64,
+                        "standing by: the broker client still cannot reach the broker"
+                    );
+                }
+            }
+        }
     }
 
     /// Wait for a wake-up, the delay, or the stop.
@@ -371,6 +499,9 @@ impl Dispatcher {
                         match failure {
                             PublishFailure::Unavailable(message) => {
                                 wave_unavailable += 1;
+                                if outcome.first_unavailable.is_none() {
+                                    outcome.first_unavailable = Some(message.clone());
+                                }
                                 tracing::debug!(event_id = %claimed.event.event_id, error = %message, "broker unavailable");
                             }
                             PublishFailure::Rejected(message) => {

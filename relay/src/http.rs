@@ -1,8 +1,9 @@
 //! The relay's HTTP endpoint: `/healthz`, `/readyz` and `/metrics`.
 //!
 //! - `GET /healthz`: `200 ok` while the process runs.
-//! - `GET /readyz`: `200 ready` when the database answers and the broker
-//!   client holds a connection; otherwise `503` and one line naming what
+//! - `GET /readyz`: `200 ready` when the database answers, the broker
+//!   client holds a connection and publishes have not been failing for
+//!   longer than `handover_after`; otherwise `503` and one line naming what
 //!   is not ready.
 //! - `GET /metrics`: the Prometheus text format (see [`RelayMetrics`]); the
 //!   table gauges are read from the database on each scrape.
@@ -23,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::Error;
 use crate::metrics::{METRICS_CONTENT_TYPE, RelayMetrics};
 use crate::publish::Publisher;
+use crate::publish_health::PublishHealth;
 use crate::store::OutboxStore;
 
 /// How long `/readyz` and `/metrics` wait for the database.
@@ -37,6 +39,8 @@ pub struct HttpState {
     pub publisher: Arc<dyn Publisher>,
     /// The relay's metrics.
     pub metrics: Arc<RelayMetrics>,
+    /// Whether the relay can publish.
+    pub health: Arc<PublishHealth>,
 }
 
 /// A bound HTTP endpoint, not yet serving.
@@ -97,8 +101,9 @@ async fn readyz(State(state): State<HttpState>) -> Response {
             DATABASE_CHECK_TIMEOUT.as_millis()
         )),
         Ok(Err(error)) => Some(format!("database unreachable: {error}")),
-        Ok(Ok(_)) if !state.publisher.is_connected() => Some("broker not connected".to_owned()),
-        Ok(Ok(_)) => None,
+        Ok(Ok(_)) => state.health.not_ready_reason().or_else(|| {
+            (!state.publisher.is_connected()).then(|| "broker not connected".to_owned())
+        }),
     };
     match problem {
         None => (StatusCode::OK, "ready\n").into_response(),
@@ -124,6 +129,9 @@ async fn metrics(State(state): State<HttpState>) -> Response {
             "reading the backlog for /metrics timed out; gauges keep their last values"
         ),
     }
+    state
+        .metrics
+        .set_client_rebuilds(state.publisher.client_rebuilds());
     match state.metrics.encode() {
         Ok(text) => ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text).into_response(),
         Err(error) => {

@@ -6,7 +6,13 @@
 //! acquiring and releasing happen between batches only (see
 //! [`LeaseKeeper::rebalance`]), so a partition is never given up while one
 //! of its batches is in flight.
+//!
+//! An instance that cannot publish hands its partitions over
+//! ([`LeaseKeeper::hand_over`]): it releases them and stops heartbeating,
+//! so the live instances aim at every partition between them, until it
+//! [`LeaseKeeper::rejoin`]s.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -47,6 +53,26 @@ pub struct LeaseKeeper {
     lease_duration: Duration,
     partition_count: i32,
     state: Mutex<LeaseSnapshot>,
+    /// Set while this instance has handed its partitions over: it neither
+    /// heartbeats nor acquires.
+    standing_by: AtomicBool,
+    /// Held by every heartbeat and by handing over, so that a renewal in
+    /// flight cannot register the instance again after it stood down.
+    membership: tokio::sync::Mutex<()>,
+}
+
+/// What [`LeaseKeeper::hand_over`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handover {
+    /// The leases were released and the instance stands by.
+    HandedOver {
+        /// Partitions released.
+        released: u64,
+        /// Other live relay instances, which take the partitions over.
+        other_relays: i64,
+    },
+    /// No other instance is live: the leases are kept.
+    Alone,
 }
 
 impl LeaseKeeper {
@@ -63,12 +89,24 @@ impl LeaseKeeper {
             lease_duration,
             partition_count,
             state: Mutex::new(LeaseSnapshot::default()),
+            standing_by: AtomicBool::new(false),
+            membership: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Whether this instance has handed its partitions over and stands by.
+    pub fn is_standing_by(&self) -> bool {
+        self.standing_by.load(Ordering::Acquire)
     }
 
     /// This relay's id, the `lease_owner` of its leases.
     pub fn relay_id(&self) -> &str {
         &self.relay_id
+    }
+
+    /// How long a lease lasts without renewal.
+    pub fn lease_duration(&self) -> Duration {
+        self.lease_duration
     }
 
     /// How often leases are renewed: a third of the lease.
@@ -92,6 +130,10 @@ impl LeaseKeeper {
     /// Heartbeat and extend the leases held. Leases the database no longer
     /// grants are dropped and logged.
     pub async fn renew(&self) -> Result<(), Error> {
+        let _membership = self.membership.lock().await;
+        if self.is_standing_by() {
+            return Ok(());
+        }
         let asked = self.snapshot().leases;
         let started = Instant::now();
         self.store
@@ -122,6 +164,10 @@ impl LeaseKeeper {
     /// Acquire or release partitions to reach this relay's fair share.
     /// Call it only between batches.
     pub async fn rebalance(&self) -> Result<(), Error> {
+        let _membership = self.membership.lock().await;
+        if self.is_standing_by() {
+            return Ok(());
+        }
         let started = Instant::now();
         let live_relays = self
             .store
@@ -167,6 +213,36 @@ impl LeaseKeeper {
             }
         }
         Ok(())
+    }
+
+    /// Hand every partition to the other live instances: release the leases
+    /// and stop heartbeating, so that the others aim at every partition.
+    /// Keeps the leases when no other instance is live. Call it only
+    /// between batches, with no mark in flight.
+    pub async fn hand_over(&self) -> Result<Handover, Error> {
+        let _membership = self.membership.lock().await;
+        let live_relays = self
+            .store
+            .heartbeat(&self.relay_id, self.lease_duration)
+            .await?;
+        if live_relays <= 1 {
+            return Ok(Handover::Alone);
+        }
+        self.standing_by.store(true, Ordering::Release);
+        let held = self.snapshot().leases;
+        *self.lock() = LeaseSnapshot::default();
+        let released = self.store.release_leases(&self.relay_id, &held).await?;
+        self.store.deregister(&self.relay_id).await?;
+        Ok(Handover::HandedOver {
+            released,
+            other_relays: live_relays - 1,
+        })
+    }
+
+    /// End standing by: the next [`LeaseKeeper::rebalance`] heartbeats and
+    /// takes this instance's share again.
+    pub fn rejoin(&self) {
+        self.standing_by.store(false, Ordering::Release);
     }
 
     /// Give up every lease and the heartbeat (on shutdown).

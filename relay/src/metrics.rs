@@ -44,6 +44,7 @@ const COMMIT_TO_ACK_BUCKETS: &[f64] = &[
 /// | `oldest_pending_age_seconds` | gauge | age of the oldest pending event, 0 when none (refreshed on scrape) |
 /// | `dead_events` | gauge | dead events in the table (refreshed on scrape) |
 /// | `leases_held` | gauge | partitions this instance holds a lease on |
+/// | `broker_client_rebuilds_total` | counter | broker clients rebuilt because their state was broken (fatal or fenced Kafka producer, RabbitMQ connection closed or stuck) (refreshed on scrape) |
 ///
 /// ```
 /// use outbox_relay::RelayMetrics;
@@ -67,6 +68,7 @@ pub struct RelayMetrics {
     oldest_pending_age: Gauge,
     dead: IntGauge,
     leases_held: IntGauge,
+    client_rebuilds: IntCounter,
 }
 
 impl std::fmt::Debug for RelayMetrics {
@@ -149,6 +151,11 @@ impl RelayMetrics {
             "Partitions this relay instance holds a lease on.",
         )?;
         registry.register(Box::new(leases_held.clone()))?;
+        let client_rebuilds = IntCounter::new(
+            "broker_client_rebuilds_total",
+            "Broker clients rebuilt because their state was broken: a fatal or fenced Kafka producer, a RabbitMQ connection closed by the broker or stuck.",
+        )?;
+        registry.register(Box::new(client_rebuilds.clone()))?;
         Ok(RelayMetrics {
             registry,
             published,
@@ -162,6 +169,7 @@ impl RelayMetrics {
             oldest_pending_age,
             dead,
             leases_held,
+            client_rebuilds,
         })
     }
 
@@ -208,6 +216,15 @@ impl RelayMetrics {
     pub fn set_leases_held(&self, partitions: usize) {
         self.leases_held
             .set(i64::try_from(partitions).unwrap_or(i64::MAX));
+    }
+
+    /// Bring the client rebuild counter up to `total`, the publisher's own
+    /// count (it never goes down).
+    pub fn set_client_rebuilds(&self, total: u64) {
+        let recorded = self.client_rebuilds.get();
+        if total > recorded {
+            self.client_rebuilds.inc_by(total - recorded);
+        }
     }
 
     /// Refresh the table gauges from a backlog read at `now`.

@@ -15,6 +15,7 @@ use crate::dispatcher::{DispatchSettings, DispatchTotals, Dispatcher};
 use crate::leases::LeaseKeeper;
 use crate::metrics::RelayMetrics;
 use crate::publish::Publisher;
+use crate::publish_health::PublishHealth;
 use crate::retention::{RetentionSettings, run_retention};
 use crate::store::OutboxStore;
 use crate::wakeup::Wakeup;
@@ -39,6 +40,7 @@ pub struct Relay {
     settings: RelaySettings,
     wakeup: Wakeup,
     metrics: Arc<RelayMetrics>,
+    health: Arc<PublishHealth>,
 }
 
 impl Relay {
@@ -48,13 +50,27 @@ impl Relay {
         publisher: Arc<dyn Publisher>,
         settings: RelaySettings,
     ) -> Self {
+        let health = Arc::new(PublishHealth::new(settings.dispatch.handover_after));
         Relay {
             store,
             publisher,
             settings,
             wakeup: Wakeup::new(),
             metrics: Arc::new(RelayMetrics::new()),
+            health,
         }
+    }
+
+    /// Report publish health into `health` (e.g. one read by the HTTP
+    /// endpoint's `/readyz`) instead of a private one.
+    pub fn with_publish_health(mut self, health: Arc<PublishHealth>) -> Self {
+        self.health = health;
+        self
+    }
+
+    /// Whether this relay can publish.
+    pub fn publish_health(&self) -> &Arc<PublishHealth> {
+        &self.health
     }
 
     /// Record into `metrics` (e.g. ones served on the HTTP endpoint)
@@ -115,6 +131,7 @@ impl Relay {
             self.settings.dispatch.clone(),
             partition_count,
             Arc::clone(&self.metrics),
+            Arc::clone(&self.health),
         );
         let totals = dispatcher.run(stop).await;
 

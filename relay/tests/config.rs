@@ -1056,3 +1056,29 @@ fn load_reads_a_file_and_names_it_in_errors() {
     );
     std::fs::remove_dir_all(&directory).expect("cleanup");
 }
+
+#[test]
+fn handover_after_defaults_to_three_leases_and_is_at_least_one() {
+    let defaults = parse_config("");
+    assert_eq!(defaults.handover_after, None);
+    assert_eq!(defaults.effective_handover_after(), Duration::from_secs(90));
+    let long_lease = parse_config("lease_duration = \"40s\"");
+    assert_eq!(
+        long_lease.effective_handover_after(),
+        Duration::from_secs(120)
+    );
+    let set = parse_config("handover_after = \"2m\"");
+    assert_eq!(set.effective_handover_after(), Duration::from_secs(120));
+
+    assert_contains(
+        &config_error("handover_after = \"10s\""),
+        &[
+            "handover_after: 10s is shorter than lease_duration (30s)",
+            "hand its partitions over",
+        ],
+    );
+    assert_contains(
+        &config_error("handover_after = \"soon\""),
+        &["handover_after"],
+    );
+}

@@ -540,3 +540,65 @@ async fn full_producer_queue_waits_instead_of_dropping() {
         .collect();
     assert_eq!(arrived, sent, "one key: arrival order = batch order");
 }
+
+#[tokio::test]
+async fn a_fatal_error_fails_the_batch_as_unavailable_and_a_new_producer_delivers() {
+    let brokers = require_broker().await;
+    let topic = unique_topic("fatal");
+    create_topic(&brokers, &topic, 1).await;
+    let publisher = publisher(&brokers);
+    let first = vec![event(&topic, "order-1", 0)];
+    assert_eq!(publisher.publish(&first).await, vec![Ok(())]);
+    assert_eq!(publisher.client_rebuilds(), 0);
+
+    publisher
+        .inject_fatal_error("fatal error injected by the test")
+        .expect("inject a fatal error");
+    let during = vec![event(&topic, "order-1", 1), event(&topic, "order-2", 2)];
+    for outcome in publisher.publish(&during).await {
+        match outcome {
+            Err(PublishFailure::Unavailable(message)) => assert!(
+                message.contains("fatal") && message.contains("injected by the test"),
+                "{message}"
+            ),
+            other => panic!("expected unavailable after a fatal error, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        publisher.client_rebuilds(),
+        1,
+        "the producer was not replaced"
+    );
+
+    // The same events, with their ids, go out through the new producer.
+    assert_eq!(publisher.publish(&during).await, vec![Ok(()), Ok(())]);
+    let received = consume(&brokers, &topic, 3).await;
+    let ids: Vec<&str> = received
+        .iter()
+        .map(|message| message.headers["ce_id"].as_str())
+        .collect();
+    let expected: Vec<String> = first
+        .iter()
+        .chain(&during)
+        .map(|event| event.event_id.to_string())
+        .collect();
+    assert_eq!(ids, expected);
+}
+
+#[tokio::test]
+async fn recover_replaces_the_producer_and_checks_the_broker() {
+    let brokers = require_broker().await;
+    let publisher = publisher(&brokers);
+    publisher.recover().await.expect("recover on a live broker");
+    assert_eq!(publisher.client_rebuilds(), 1);
+
+    let mut config = KafkaPublisherConfig::new(vec!["127.0.0.1:1".to_owned()]);
+    config.metadata_timeout = Duration::from_secs(1);
+    let unreachable = KafkaPublisher::new(config).expect("kafka publisher");
+    match unreachable.recover().await {
+        Err(PublishFailure::Unavailable(message)) => {
+            assert!(message.contains("do not answer"), "{message}")
+        }
+        other => panic!("recover must fail on an unreachable broker: {other:?}"),
+    }
+}

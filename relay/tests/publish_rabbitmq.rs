@@ -3,7 +3,6 @@
 //! `scripts/test.sh --services-only`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{SubsecRound, Utc};
@@ -20,9 +19,10 @@ use outbox_relay::config::RoutingKey;
 use outbox_relay::publish::{
     PublishFailure, Publisher, RabbitMqPublisher, RabbitMqPublisherConfig,
 };
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
+use support::proxy::TcpProxy;
 use uuid::Uuid;
+
+mod support;
 
 fn amqp_url() -> String {
     std::env::var("OUTBOX_TEST_AMQP_URL")
@@ -514,69 +514,26 @@ async fn exchange_deleted_after_first_use_is_rejected_and_the_channel_replaced()
     fixture.delete().await;
 }
 
-/// A TCP proxy in front of RabbitMQ that the test can cut.
-struct Proxy {
-    address: std::net::SocketAddr,
-    upstream: String,
-    acceptor: JoinHandle<()>,
-    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
-}
-
-impl Proxy {
-    async fn start(address: &str, upstream: &str) -> Self {
-        let listener = TcpListener::bind(address).await.expect("proxy listens");
-        let address = listener.local_addr().expect("proxy address");
-        let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
-        let tracked = Arc::clone(&connections);
-        let target = upstream.to_owned();
-        let acceptor = tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
-                let target = target.clone();
-                let connection = tokio::spawn(async move {
-                    if let Ok(mut server) = TcpStream::connect(&target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                    }
-                });
-                tracked.lock().expect("connection list").push(connection);
-            }
-        });
-        Self {
-            address,
-            upstream: upstream.to_owned(),
-            acceptor,
-            connections,
-        }
-    }
-
-    /// Drop every proxied connection; keep accepting new ones.
-    fn cut(&self) {
-        for connection in self.connections.lock().expect("connection list").drain(..) {
-            connection.abort();
-        }
-    }
-
-    /// Cut every connection and stop listening.
-    fn stop(&self) {
-        self.acceptor.abort();
-        self.cut();
-    }
-}
-
-fn proxied_url(proxy: &Proxy) -> String {
+fn proxied_url(proxy: &TcpProxy) -> String {
     let uri: lapin::uri::AMQPUri = amqp_url().parse().expect("valid AMQP URL");
     let vhost = uri.vhost.replace('%', "%25").replace('/', "%2f");
     format!(
         "amqp://{}:{}@{}/{vhost}",
-        uri.authority.userinfo.username, uri.authority.userinfo.password, proxy.address
+        uri.authority.userinfo.username,
+        uri.authority.userinfo.password,
+        proxy.address()
     )
+}
+
+fn upstream() -> String {
+    let uri: lapin::uri::AMQPUri = amqp_url().parse().expect("valid AMQP URL");
+    format!("{}:{}", uri.authority.host, uri.authority.port)
 }
 
 #[tokio::test]
 async fn lost_connection_is_unavailable_then_reconnected() {
     let fixture = Fixture::new(ExchangeKind::Topic, &["#"]).await;
-    let uri: lapin::uri::AMQPUri = amqp_url().parse().expect("valid AMQP URL");
-    let upstream = format!("{}:{}", uri.authority.host, uri.authority.port);
-    let proxy = Proxy::start("127.0.0.1:0", &upstream).await;
+    let proxy = TcpProxy::start(&upstream()).await;
     let publisher = publisher_for(&proxied_url(&proxy));
     let mut sequence = 0;
     let mut next_event = || {
@@ -586,11 +543,11 @@ async fn lost_connection_is_unavailable_then_reconnected() {
 
     assert_eq!(publisher.publish(&[next_event()]).await, vec![Ok(())]);
     assert!(publisher.is_connected());
+    assert_eq!(publisher.client_rebuilds(), 0);
 
-    // Connection cut, broker still reachable: at worst one Unavailable
-    // publish, then the publisher reconnects by itself.
-    proxy.cut();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Connection closed under the client, broker still reachable: at worst
+    // one Unavailable publish, then the publisher reconnects by itself.
+    proxy.drop_connections();
     let mut published = false;
     for attempt in 0..3 {
         match publisher.publish(&[next_event()]).await.remove(0) {
@@ -605,10 +562,10 @@ async fn lost_connection_is_unavailable_then_reconnected() {
         }
     }
     assert!(published, "reconnected after the connection was cut");
+    assert_eq!(publisher.client_rebuilds(), 1, "one new connection");
 
     // Broker unreachable: every event Unavailable.
-    proxy.stop();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    proxy.cut();
     let mut saw_disconnected = false;
     for _ in 0..3 {
         let outcomes = publisher.publish(&[next_event(), next_event()]).await;
@@ -625,12 +582,63 @@ async fn lost_connection_is_unavailable_then_reconnected() {
     }
     assert!(saw_disconnected, "is_connected turns false");
 
-    // Broker back on the same address: the next publish reconnects.
-    let restarted = Proxy::start(&proxy.address.to_string(), &proxy.upstream).await;
+    // Broker reachable again: the next publish reconnects.
+    proxy.restore();
     assert_eq!(publisher.publish(&[next_event()]).await, vec![Ok(())]);
     assert!(publisher.is_connected());
-    restarted.stop();
     fixture.delete().await;
+}
+
+#[tokio::test]
+async fn a_connection_that_goes_silent_is_replaced_after_the_confirm_timeout() {
+    let fixture = Fixture::new(ExchangeKind::Topic, &["#"]).await;
+    let proxy = TcpProxy::start(&upstream()).await;
+    let mut config = RabbitMqPublisherConfig::new(proxied_url(&proxy));
+    config.confirm_timeout = Duration::from_secs(1);
+    config.connect_timeout = Duration::from_secs(3);
+    let publisher = RabbitMqPublisher::new(config).expect("rabbitmq publisher");
+    let first = event(&fixture.exchange, "order.created", "order-1", 0);
+    assert_eq!(publisher.publish(&[first]).await, vec![Ok(())]);
+
+    // The open connection stays up but carries nothing (as a connection
+    // the broker blocked and never unblocks): the batch times out, and the
+    // connection is dropped rather than used again.
+    proxy.stall_connections();
+    let stuck = event(&fixture.exchange, "order.created", "order-1", 1);
+    match publisher
+        .publish(std::slice::from_ref(&stuck))
+        .await
+        .remove(0)
+    {
+        Err(PublishFailure::Unavailable(message)) => {
+            assert!(message.contains("within"), "{message}")
+        }
+        other => panic!("a silent connection must be unavailable, got {other:?}"),
+    }
+    assert_eq!(publisher.publish(&[stuck]).await, vec![Ok(())]);
+    assert_eq!(publisher.client_rebuilds(), 1, "one new connection");
+    fixture.delete().await;
+}
+
+#[tokio::test]
+async fn recover_opens_a_fresh_connection() {
+    let publisher = publisher_for(&amqp_url());
+    publisher.recover().await.expect("recover on a live broker");
+    assert!(publisher.is_connected());
+    publisher.recover().await.expect("recover again");
+    assert_eq!(
+        publisher.client_rebuilds(),
+        1,
+        "the second connection is a rebuild"
+    );
+
+    let mut config = RabbitMqPublisherConfig::new("amqp://guest:guest@127.0.0.1:1/%2f");
+    config.connect_timeout = Duration::from_secs(2);
+    let unreachable = RabbitMqPublisher::new(config).expect("rabbitmq publisher");
+    assert!(matches!(
+        unreachable.recover().await,
+        Err(PublishFailure::Unavailable(_))
+    ));
 }
 
 #[tokio::test]

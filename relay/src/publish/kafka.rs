@@ -13,6 +13,13 @@
 //! neither duplicate nor reorder the records of one partition, and records
 //! with one key (one aggregate) land on one partition in send order.
 //!
+//! A producer whose state is broken is replaced by a fresh one: after a
+//! librdkafka fatal error, and after the broker answers that the producer's
+//! id, epoch or sequence is no longer valid (fenced, out of sequence,
+//! unknown producer id). librdkafka never leaves those states by itself;
+//! the events of the failed records are reported unavailable and go out
+//! again through the new producer, under their own ids.
+//!
 //! A topic is checked for existence (one metadata request, cached) before
 //! the first record is sent to it. librdkafka would otherwise hold records
 //! for a missing topic until `message.timeout.ms` runs out and report a
@@ -21,7 +28,8 @@
 //! created first when [`KafkaPublisherConfig::create_missing_topics`] is on.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ffi::CString;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -225,6 +233,11 @@ pub struct KafkaPublisher {
     /// How long a batch waits for its delivery reports: librdkafka's
     /// effective `message.timeout.ms` plus a grace period.
     delivery_wait: Duration,
+    /// Set when the broker said the producer's state is broken; the
+    /// producer is replaced once the batch in hand is done.
+    broken: AtomicBool,
+    /// Producers replaced because their state was broken.
+    rebuilds: AtomicU64,
 }
 
 impl std::fmt::Debug for KafkaPublisher {
@@ -262,7 +275,40 @@ impl KafkaPublisher {
             topics: Mutex::new(HashSet::new()),
             connected,
             delivery_wait: message_timeout + DELIVERY_GRACE,
+            broken: AtomicBool::new(false),
+            rebuilds: AtomicU64::new(0),
         })
+    }
+
+    /// Put the current producer into librdkafka's fatal error state, as a
+    /// fenced or out-of-sequence idempotent producer would be, through
+    /// librdkafka's own test hook (`rd_kafka_test_fatal_error`). Meant for
+    /// fault-injection tests of the recovery path: the next publish fails
+    /// as unavailable and replaces the producer.
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] when `reason` contains a NUL byte, and
+    /// [`crate::Error::Kafka`] when the producer is already in a fatal
+    /// error state.
+    pub fn inject_fatal_error(&self, reason: &str) -> Result<(), crate::Error> {
+        let reason = CString::new(reason).map_err(|_| crate::Error::Config {
+            path: "inject_fatal_error".to_owned(),
+            reason: "the reason contains a NUL byte".to_owned(),
+        })?;
+        let producer = self.producer();
+        // SAFETY: the client pointer is valid while `producer` is held, and
+        // librdkafka copies `reason` before returning.
+        let code = unsafe {
+            rdkafka::bindings::rd_kafka_test_fatal_error(
+                producer.client().native_ptr(),
+                rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                reason.as_ptr(),
+            )
+        };
+        match RDKafkaErrorCode::from(code) {
+            RDKafkaErrorCode::NoError => Ok(()),
+            other => Err(crate::Error::Kafka(KafkaError::MessageProduction(other))),
+        }
     }
 
     /// The settings this publisher was created with.
@@ -298,22 +344,45 @@ impl KafkaPublisher {
             .clone()
     }
 
-    /// Replace the producer after a fatal error.
-    fn recreate_producer(&self, reason: &str) {
+    /// Replace the producer by a fresh one (new producer id, empty
+    /// queues). The old one is dropped off the async threads: dropping
+    /// purges its queues and may wait for librdkafka's threads.
+    fn recreate_producer(&self, reason: &str) -> Result<(), crate::Error> {
         match create_producer(&self.producer_config, &self.connected) {
             Ok(producer) => {
-                tracing::warn!(
-                    reason,
-                    "kafka producer had a fatal error; created a new one"
+                let old = std::mem::replace(
+                    &mut *self
+                        .producer
+                        .write()
+                        .unwrap_or_else(PoisonError::into_inner),
+                    producer,
                 );
-                *self
-                    .producer
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner) = producer;
+                self.broken.store(false, Ordering::Relaxed);
+                self.rebuilds.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(reason, "replaced the kafka producer with a new one");
+                drop(tokio::task::spawn_blocking(move || drop(old)));
+                Ok(())
             }
             Err(error) => {
-                tracing::error!(reason, %error, "kafka producer had a fatal error; creating a new one failed");
+                tracing::error!(reason, %error, "creating a new kafka producer failed");
+                Err(error)
             }
+        }
+    }
+
+    /// After a batch: replace the producer when librdkafka reports a fatal
+    /// error or the broker said its state is broken.
+    fn replace_broken_producer(&self, producer: &RelayProducer) {
+        let reason = match producer.client().fatal_error() {
+            Some((code, reason)) => Some(format!("fatal error {code}: {reason}")),
+            None if self.broken.load(Ordering::Relaxed) => {
+                Some("the broker no longer accepts its producer id or sequence".to_owned())
+            }
+            None => None,
+        };
+        if let Some(reason) = reason {
+            // A failure is logged; the next batch tries again.
+            let _ = self.recreate_producer(&reason);
         }
     }
 
@@ -550,9 +619,7 @@ impl KafkaPublisher {
             );
         }
 
-        if let Some((code, reason)) = producer.client().fatal_error() {
-            self.recreate_producer(&format!("{code}: {reason}"));
-        }
+        self.replace_broken_producer(&producer);
 
         outcomes
             .into_iter()
@@ -638,7 +705,22 @@ impl KafkaPublisher {
                     .fatal_error()
                     .map(|(fatal_code, reason)| format!("{fatal_code}: {reason}"))
                     .unwrap_or_else(|| code.to_string());
-                PublishFailure::Unavailable(format!("kafka producer fatal error: {detail}"))
+                self.broken.store(true, Ordering::Relaxed);
+                PublishFailure::Unavailable(format!(
+                    "kafka producer fatal error {detail}; replacing the producer"
+                ))
+            }
+            RDKafkaErrorCode::ProducerFenced
+            | RDKafkaErrorCode::InvalidProducerEpoch
+            | RDKafkaErrorCode::OutOfOrderSequenceNumber
+            | RDKafkaErrorCode::UnknownProducerId
+            | RDKafkaErrorCode::InvalidProducerIdMapping
+            | RDKafkaErrorCode::InvalidTransactionalState => {
+                self.broken.store(true, Ordering::Relaxed);
+                PublishFailure::Unavailable(format!(
+                    "kafka topic {topic}: {code}; the producer's state is broken, \
+                     replacing the producer"
+                ))
             }
             _ => PublishFailure::Unavailable(format!("kafka topic {topic}: {code}")),
         }
@@ -717,6 +799,22 @@ impl Publisher for KafkaPublisher {
     fn is_connected(&self) -> bool {
         self.connected.load(Ordering::Relaxed)
     }
+
+    fn recover(&self) -> BoxFuture<'_, Result<(), PublishFailure>> {
+        Box::pin(async move {
+            self.recreate_producer("every publish failed for a long while")
+                .map_err(|error| {
+                    PublishFailure::Unavailable(format!("cannot create a kafka producer: {error}"))
+                })?;
+            self.check_connection().await.map_err(|error| {
+                PublishFailure::Unavailable(format!("kafka brokers do not answer: {error}"))
+            })
+        })
+    }
+
+    fn client_rebuilds(&self) -> u64 {
+        self.rebuilds.load(Ordering::Relaxed)
+    }
 }
 
 #[cfg(test)]
@@ -752,6 +850,52 @@ mod tests {
         assert_eq!(replay_header(&event), None);
         event.replay = true;
         assert_eq!(replay_header(&event), Some(b"true".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn a_fenced_or_out_of_sequence_producer_is_replaced_after_the_batch() {
+        let publisher =
+            KafkaPublisher::new(KafkaPublisherConfig::new(vec!["127.0.0.1:9092".to_owned()]))
+                .expect("publisher");
+        let event = OutboundEvent {
+            id: 1,
+            event_id: uuid::Uuid::now_v7(),
+            event_type: "order.created".to_owned(),
+            event_version: 1,
+            source: "/orders".to_owned(),
+            aggregate_type: "order".to_owned(),
+            aggregate_id: "42".to_owned(),
+            topic: "orders".to_owned(),
+            payload: "{}".to_owned(),
+            headers: Default::default(),
+            created_at: chrono::Utc::now(),
+            attempts: 0,
+            replay: false,
+        };
+        for code in [
+            RDKafkaErrorCode::ProducerFenced,
+            RDKafkaErrorCode::OutOfOrderSequenceNumber,
+            RDKafkaErrorCode::UnknownProducerId,
+            RDKafkaErrorCode::InvalidProducerEpoch,
+        ] {
+            let before = publisher.client_rebuilds();
+            let failure = publisher.classify(&KafkaError::MessageProduction(code), &event);
+            match failure {
+                PublishFailure::Unavailable(message) => {
+                    assert!(message.contains(&format!("{code:?}")), "{message}")
+                }
+                other => panic!("{code:?} must be unavailable, not {other:?}"),
+            }
+            publisher.replace_broken_producer(&publisher.producer());
+            assert_eq!(publisher.client_rebuilds(), before + 1, "{code:?}");
+        }
+        // A plain timeout leaves the producer alone.
+        let _ = publisher.classify(
+            &KafkaError::MessageProduction(RDKafkaErrorCode::MessageTimedOut),
+            &event,
+        );
+        publisher.replace_broken_producer(&publisher.producer());
+        assert_eq!(publisher.client_rebuilds(), 4);
     }
 
     #[test]

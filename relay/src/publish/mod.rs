@@ -69,4 +69,20 @@ pub trait Publisher: Send + Sync {
     /// Whether the client currently holds a live broker connection (for
     /// readiness reporting).
     fn is_connected(&self) -> bool;
+
+    /// Throw the client's broker state away (producer, connection,
+    /// channels), build it anew and check that the broker answers. The
+    /// relay calls it when every publish has failed for a long while, in
+    /// case the client is stuck in a state it cannot leave by itself.
+    /// The default does nothing and succeeds.
+    fn recover(&self) -> BoxFuture<'_, Result<(), PublishFailure>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// How many times the broker client was rebuilt because its state was
+    /// broken (a fatal or fenced Kafka producer, a RabbitMQ connection
+    /// closed by the broker or stuck), since the publisher was created.
+    fn client_rebuilds(&self) -> u64 {
+        0
+    }
 }

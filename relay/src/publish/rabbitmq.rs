@@ -32,6 +32,7 @@
 //! never mix with another's.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -130,6 +131,11 @@ pub struct RabbitMqPublisher {
     connecting: tokio::sync::Mutex<()>,
     /// Exchanges found to exist.
     exchanges: Mutex<HashSet<String>>,
+    /// Connections replaced after the previous one was closed by the broker
+    /// or stuck.
+    rebuilds: AtomicU64,
+    /// Whether a connection was ever opened: a later one is a rebuild.
+    ever_connected: AtomicBool,
 }
 
 impl std::fmt::Debug for RabbitMqPublisher {
@@ -140,6 +146,17 @@ impl std::fmt::Debug for RabbitMqPublisher {
             .field("connected", &self.is_connected())
             .finish_non_exhaustive()
     }
+}
+
+/// What a publish left of its channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChannelState {
+    /// Usable again.
+    Healthy,
+    /// Closed or in a bad state: close it, keep the connection.
+    Broken,
+    /// A send or confirm timed out: the connection itself may be stuck.
+    Stuck,
 }
 
 /// The state of one event of a batch as it moves through the publish.
@@ -200,6 +217,8 @@ impl RabbitMqPublisher {
             current: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
             exchanges: Mutex::new(HashSet::new()),
+            rebuilds: AtomicU64::new(0),
+            ever_connected: AtomicBool::new(false),
         })
     }
 
@@ -231,12 +250,13 @@ impl RabbitMqPublisher {
         if let Some(session) = self.live_session() {
             return Ok(session);
         }
-        let had_session = self
-            .current
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-            .is_some();
+        // A session left here is closed (not live): drop it.
+        drop(
+            self.current
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
         let properties =
             ConnectionProperties::default().with_connection_name("outbox-relay".into());
         let connected = tokio::time::timeout(
@@ -262,7 +282,8 @@ impl RabbitMqPublisher {
                 )));
             }
         };
-        if had_session {
+        if self.ever_connected.swap(true, Ordering::Relaxed) {
+            self.rebuilds.fetch_add(1, Ordering::Relaxed);
             tracing::info!(url = %self.display_url, "reconnected to rabbitmq");
         } else {
             tracing::info!(url = %self.display_url, "connected to rabbitmq");
@@ -511,13 +532,48 @@ impl RabbitMqPublisher {
             Err(failure) => return fail_ready(slots, &failure),
         };
 
-        let (outcomes, channel_healthy) = self.publish_on(&channel, events, slots).await;
-        if channel_healthy {
-            self.return_channel(&session, channel);
-        } else {
-            close_channel(&channel).await;
+        let (outcomes, channel_state) = self.publish_on(&channel, events, slots).await;
+        match channel_state {
+            ChannelState::Healthy => self.return_channel(&session, channel),
+            ChannelState::Broken => close_channel(&channel).await,
+            ChannelState::Stuck => {
+                // A connection that took no message or gave no confirm in
+                // time (blocked by the broker, or its peer gone silent) may
+                // never recover: the next publish opens a new one.
+                let blocked = session.connection.status().blocked();
+                self.discard_session(
+                    &session,
+                    if blocked {
+                        "the broker blocked the connection and it did not unblock within confirm_timeout"
+                    } else {
+                        "no message was taken or confirmed within confirm_timeout"
+                    },
+                );
+            }
         }
         outcomes
+    }
+
+    /// Drop `session` if it is still the current one, so that the next
+    /// publish opens a new connection; it is closed in the background.
+    fn discard_session(&self, session: &Arc<Session>, reason: &str) {
+        let discarded = {
+            let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+            match current.as_ref() {
+                Some(held) if Arc::ptr_eq(held, session) => current.take(),
+                _ => None,
+            }
+        };
+        let Some(discarded) = discarded else {
+            return;
+        };
+        tracing::warn!(url = %self.display_url, reason, "dropping the rabbitmq connection; the next publish opens a new one");
+        tokio::spawn(async move {
+            let closing = discarded.connection.close(200, ShortString::from("OK"));
+            if let Ok(Err(error)) = tokio::time::timeout(CHANNEL_CLOSE_TIMEOUT, closing).await {
+                tracing::debug!(%error, "closing a dropped rabbitmq connection failed");
+            }
+        });
     }
 
     /// Send every ready message on `channel`, then await every confirm.
@@ -527,11 +583,11 @@ impl RabbitMqPublisher {
         channel: &Channel,
         events: &[OutboundEvent],
         slots: Vec<Slot>,
-    ) -> (Vec<Result<(), PublishFailure>>, bool) {
+    ) -> (Vec<Result<(), PublishFailure>>, ChannelState) {
         let mut outcomes: Vec<Option<Result<(), PublishFailure>>> =
             Vec::with_capacity(events.len());
         let mut confirms = Vec::new();
-        let mut channel_healthy = true;
+        let mut channel_state = ChannelState::Healthy;
         let options = BasicPublishOptions {
             mandatory: true,
             immediate: false,
@@ -543,7 +599,7 @@ impl RabbitMqPublisher {
         for (index, (slot, event)) in slots.into_iter().zip(events).enumerate() {
             match slot {
                 Slot::Done(outcome) => outcomes.push(Some(outcome)),
-                Slot::Ready(_) if !channel_healthy => {
+                Slot::Ready(_) if channel_state != ChannelState::Healthy => {
                     outcomes.push(Some(Err(PublishFailure::Unavailable(
                         "rabbitmq channel closed before the message was sent".to_owned(),
                     ))));
@@ -562,11 +618,11 @@ impl RabbitMqPublisher {
                             confirms.push((index, confirm));
                         }
                         Ok(Err(error)) => {
-                            channel_healthy = false;
+                            channel_state = ChannelState::Broken;
                             outcomes.push(Some(Err(self.channel_failure(&error, event))));
                         }
                         Err(_elapsed) => {
-                            channel_healthy = false;
+                            channel_state = ChannelState::Stuck;
                             outcomes.push(Some(Err(PublishFailure::Unavailable(format!(
                                 "rabbitmq did not take the message within {} ms",
                                 self.config.confirm_timeout.as_millis()
@@ -606,18 +662,18 @@ impl RabbitMqPublisher {
                     } else if requested {
                         Ok(())
                     } else {
-                        channel_healthy = false;
+                        channel_state = ChannelState::Broken;
                         Err(PublishFailure::Unavailable(
                             "rabbitmq channel is not in confirm mode".to_owned(),
                         ))
                     }
                 }
                 Ok(Err(error)) => {
-                    channel_healthy = false;
+                    channel_state = ChannelState::Broken;
                     Err(self.channel_failure(&error, event))
                 }
                 Err(_elapsed) => {
-                    channel_healthy = false;
+                    channel_state = ChannelState::Stuck;
                     Err(PublishFailure::Unavailable(format!(
                         "no rabbitmq publisher confirm within {} ms",
                         self.config.confirm_timeout.as_millis()
@@ -654,7 +710,7 @@ impl RabbitMqPublisher {
                 })
             })
             .collect();
-        (outcomes, channel_healthy)
+        (outcomes, channel_state)
     }
 
     fn routing_key<'a>(&'a self, event: &'a OutboundEvent) -> &'a str {
@@ -719,6 +775,24 @@ impl Publisher for RabbitMqPublisher {
 
     fn is_connected(&self) -> bool {
         self.live_session().is_some()
+    }
+
+    fn recover(&self) -> BoxFuture<'_, Result<(), PublishFailure>> {
+        Box::pin(async move {
+            let current = self
+                .current
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            if let Some(session) = current {
+                self.discard_session(&session, "every publish failed for a long while");
+            }
+            self.session().await.map(|_| ())
+        })
+    }
+
+    fn client_rebuilds(&self) -> u64 {
+        self.rebuilds.load(Ordering::Relaxed)
     }
 }
 

@@ -7,4 +7,5 @@ pub mod brokers;
 pub mod dialect;
 pub mod http;
 pub mod process;
+pub mod proxy;
 pub mod workload;

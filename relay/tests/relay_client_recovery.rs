@@ -1,0 +1,344 @@
+//! A relay whose broker client breaks: a fenced or fatally failed Kafka
+//! producer is replaced, and a relay that cannot publish hands its
+//! partitions to the healthy relays instead of holding them hostage.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use outbox_relay::publish::{KafkaPublisher, KafkaPublisherConfig, Publisher};
+use outbox_relay::{DatabaseUrl, Relay, RelayConfig, open_store};
+use outbox_testkit::TestDatabase;
+use support::brokers::{
+    Collected, amqp_url, kafka_brokers, kafka_topic_consumer, rabbitmq_exchange_consumer,
+    unique_name,
+};
+use support::http::{endpoint_address, get, sample};
+use support::process::{RelayProcess, wait_until};
+use support::proxy::TcpProxy;
+use support::workload::{check_delivery, enqueue_events};
+use tokio_util::sync::CancellationToken;
+
+fn kafka_broker() -> String {
+    format!("kafka://{}", kafka_brokers())
+}
+
+/// Short leases, and a handover after two of them.
+fn config(instance_id: &str, extra: &str) -> String {
+    format!(
+        r#"
+batch_size = 200
+lease_duration = "2s"
+publish_timeout = "800ms"
+poll_interval_min = "5ms"
+poll_interval_max = "100ms"
+shutdown_timeout = "20s"
+handover_after = "4s"
+instance_id = "{instance_id}"
+{extra}
+[http]
+listen = "127.0.0.1:0"
+
+[kafka]
+message_timeout = "500ms"
+
+[amqp]
+confirm_timeout = "500ms"
+connect_timeout = "500ms"
+"#
+    )
+}
+
+/// Partitions `owner` holds a live lease on.
+async fn leases_of(db: &TestDatabase<sqlx::Postgres>, owner: &str) -> i64 {
+    db.count(&format!(
+        "SELECT COUNT(*) FROM outbox_partitions \
+         WHERE lease_owner = '{owner}' AND lease_expires_at > now()"
+    ))
+    .await
+}
+
+async fn published(db: &TestDatabase<sqlx::Postgres>) -> i64 {
+    db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'")
+        .await
+}
+
+/// Wait until every one of `expected` events is marked published and has
+/// reached `collected`.
+async fn wait_for_delivery(
+    db: &TestDatabase<sqlx::Postgres>,
+    collected: &Collected,
+    expected: usize,
+    limit: Duration,
+) {
+    let delivered = wait_until(limit, || async {
+        published(db).await == expected as i64 && collected.len() >= expected
+    })
+    .await;
+    assert!(
+        delivered,
+        "not delivered: {} of {expected} marked published, {} received",
+        published(db).await,
+        collected.len()
+    );
+}
+
+/// SIGTERM, then the exit status must be 0.
+fn stop_cleanly(mut relay: RelayProcess, name: &str) {
+    relay.signal("TERM");
+    let status = relay.wait_exit(Duration::from_secs(30));
+    assert!(
+        status.is_some_and(|status| status.success()),
+        "relay {name} did not exit 0 on SIGTERM: {status:?}\n{}",
+        relay.log()
+    );
+}
+
+/// A port on loopback where nothing listens.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("address").port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relay_frozen_past_its_lease_recovers_and_everything_is_delivered() {
+    const BACKLOG: u64 = 10_000;
+    const TRANSACTIONS: u64 = 100;
+    const PER_TRANSACTION: u64 = 100;
+    let db = outbox_testkit::postgres().await;
+    let topic = unique_name("frozen");
+    let collected = kafka_topic_consumer(&topic, 4).await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    // The settings of the reproduction: a frozen relay's producer has
+    // records time out and is fenced by the broker after the thaw.
+    let settings = |name: &str| {
+        config(name, "")
+            .replace("lease_duration = \"2s\"", "lease_duration = \"4s\"")
+            .replace(
+                "publish_timeout = \"800ms\"",
+                "publish_timeout = \"1500ms\"",
+            )
+            .replace("message_timeout = \"500ms\"", "message_timeout = \"1s\"")
+            .replace("handover_after = \"4s\"\n", "")
+            // Records wait in the producer before they are sent, so the
+            // freeze most likely catches some in flight.
+            .replace(
+                "[kafka]\n",
+                "[kafka]\noptions = { \"linger.ms\" = \"100\" }\n",
+            )
+    };
+
+    // A backlog keeps relay A busy publishing when it is frozen, and a
+    // writer commits 10,000 more events over about 20 s meanwhile.
+    let backlog = enqueue_events(db.pool(), &topic, BACKLOG, 500, 500).await;
+    let writer = {
+        let pool = db.pool().clone();
+        let topic = topic.clone();
+        tokio::spawn(async move {
+            let mut enqueued = Vec::new();
+            for _ in 0..TRANSACTIONS {
+                enqueued.extend(
+                    enqueue_events(&pool, &topic, PER_TRANSACTION, 500, PER_TRANSACTION).await,
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            enqueued
+        })
+    };
+
+    let relay_a = RelayProcess::spawn(db.url(), &kafka_broker(), &settings("relay-a"));
+    let progressed = wait_until(Duration::from_secs(30), || async {
+        published(&db).await > 1_000
+    })
+    .await;
+    assert!(progressed, "relay A never published:\n{}", relay_a.log());
+    relay_a.signal("STOP");
+    let relay_b = RelayProcess::spawn(db.url(), &kafka_broker(), &settings("relay-b"));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    relay_a.signal("CONT");
+
+    let mut enqueued = backlog;
+    enqueued.extend(writer.await.expect("writer"));
+    assert_eq!(
+        enqueued.len() as u64,
+        BACKLOG + TRANSACTIONS * PER_TRANSACTION
+    );
+    wait_for_delivery(&db, &collected, enqueued.len(), Duration::from_secs(180)).await;
+    check_delivery(&enqueued, &collected.snapshot());
+    stop_cleanly(relay_a, "A");
+    stop_cleanly(relay_b, "B");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fatal_producer_error_is_replaced_by_a_fresh_producer_mid_run() {
+    const EVENTS: u64 = 3_000;
+    let db = outbox_testkit::postgres().await;
+    let topic = unique_name("fatal");
+    let collected = kafka_topic_consumer(&topic, 3).await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let enqueued = enqueue_events(db.pool(), &topic, EVENTS, 100, 500).await;
+
+    let config =
+        RelayConfig::from_toml_str(&config("in-process", ""), "test.toml").expect("test config");
+    let publisher = Arc::new(
+        KafkaPublisher::new(KafkaPublisherConfig::new(vec![kafka_brokers()]))
+            .expect("kafka publisher"),
+    );
+    let database_url: DatabaseUrl = db.url().parse().expect("database url");
+    let opened = open_store(&database_url).await.expect("open the store");
+    let mut settings = outbox_relay::commands::relay_settings("in-process".to_owned(), &config);
+    settings.dispatch.batch_size = 50;
+    let relay = Relay::new(
+        Arc::clone(&opened.store),
+        Arc::clone(&publisher) as Arc<dyn Publisher>,
+        settings,
+    );
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(relay.run(stop.clone()));
+
+    let progressed = wait_until(Duration::from_secs(30), || async {
+        published(&db).await > 0
+    })
+    .await;
+    assert!(progressed, "the relay never published");
+    publisher
+        .inject_fatal_error("fatal error injected by the test")
+        .expect("inject a fatal error");
+    assert!(
+        published(&db).await < EVENTS as i64,
+        "every event was published before the fatal error: the run is too short"
+    );
+
+    wait_for_delivery(&db, &collected, enqueued.len(), Duration::from_secs(120)).await;
+    stop.cancel();
+    let totals = running.await.expect("relay task").expect("relay run");
+    assert_eq!(totals.published, EVENTS, "{totals:?}");
+    assert!(
+        publisher.client_rebuilds() >= 1,
+        "the fatally failed producer was never replaced"
+    );
+    check_delivery(&enqueued, &collected.snapshot());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relay_that_cannot_publish_hands_its_partitions_to_a_healthy_one() {
+    const EVENTS: u64 = 2_000;
+    let db = outbox_testkit::postgres().await;
+    let topic = unique_name("handover");
+    let collected = kafka_topic_consumer(&topic, 3).await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let enqueued = enqueue_events(db.pool(), &topic, EVENTS, 100, 500).await;
+
+    // Its broker is a port where nothing listens.
+    let broken_broker = format!("kafka://127.0.0.1:{}", closed_port());
+    let broken = RelayProcess::spawn(db.url(), &broken_broker, &config("broken", ""));
+    let broken_http = endpoint_address(&broken).await;
+
+    // Alone, it keeps its partitions but is not ready.
+    let not_ready = wait_until(Duration::from_secs(90), || async {
+        let ready = get(&broken_http, "/readyz").await;
+        ready.status == 503 && ready.body.contains("every publish failed")
+    })
+    .await;
+    assert!(
+        not_ready,
+        "a relay failing every publish never reported not ready:\n{}",
+        broken.log()
+    );
+    assert_eq!(
+        leases_of(&db, "broken").await,
+        32,
+        "a relay that is alone must keep its partitions:\n{}",
+        broken.log()
+    );
+    assert_eq!(published(&db).await, 0);
+
+    // With a healthy relay beside it, it hands them over.
+    let healthy = RelayProcess::spawn(db.url(), &kafka_broker(), &config("healthy", ""));
+    wait_for_delivery(&db, &collected, enqueued.len(), Duration::from_secs(120)).await;
+    check_delivery(&enqueued, &collected.snapshot());
+    assert_eq!(leases_of(&db, "broken").await, 0, "{}", broken.log());
+    let readiness = get(&broken_http, "/readyz").await;
+    assert_eq!(readiness.status, 503, "{}", readiness.body);
+    assert!(readiness.body.contains("standing by"), "{}", readiness.body);
+    assert!(
+        broken
+            .log()
+            .contains("handed the partitions to the other relays"),
+        "{}",
+        broken.log()
+    );
+    stop_cleanly(broken, "broken");
+    stop_cleanly(healthy, "healthy");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relay_cut_off_from_rabbitmq_stands_by_and_rejoins_once_it_reaches_it() {
+    const EVENTS_PER_ROUND: u64 = 1_000;
+    let db = outbox_testkit::postgres().await;
+    let exchange = unique_name("rejoin");
+    let collected = rabbitmq_exchange_consumer(&exchange).await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let proxy = TcpProxy::start("127.0.0.1:5672").await;
+    let proxied_url = amqp_url().replace("127.0.0.1:5672", proxy.address());
+    assert_ne!(
+        proxied_url,
+        amqp_url(),
+        "the AMQP URL goes through the proxy"
+    );
+
+    let cut_off = RelayProcess::spawn(db.url(), &proxied_url, &config("cut-off", ""));
+    let direct = RelayProcess::spawn(db.url(), &amqp_url(), &config("direct", ""));
+    let cut_off_http = endpoint_address(&cut_off).await;
+    let shared = wait_until(Duration::from_secs(60), || async {
+        leases_of(&db, "cut-off").await > 0 && leases_of(&db, "direct").await > 0
+    })
+    .await;
+    assert!(shared, "the two relays never shared the partitions");
+    let mut enqueued = enqueue_events(db.pool(), &exchange, EVENTS_PER_ROUND, 100, 100).await;
+    wait_for_delivery(&db, &collected, enqueued.len(), Duration::from_secs(60)).await;
+
+    // Cut off from the broker, it hands its partitions to the other relay.
+    proxy.cut();
+    let more = enqueue_events(db.pool(), &exchange, EVENTS_PER_ROUND, 100, 100).await;
+    enqueued.extend(more);
+    let handed_over = wait_until(Duration::from_secs(90), || async {
+        leases_of(&db, "cut-off").await == 0 && leases_of(&db, "direct").await == 32
+    })
+    .await;
+    assert!(
+        handed_over,
+        "the cut-off relay kept its partitions:\n{}",
+        cut_off.log()
+    );
+    wait_for_delivery(&db, &collected, enqueued.len(), Duration::from_secs(60)).await;
+    let readiness = get(&cut_off_http, "/readyz").await;
+    assert_eq!(readiness.status, 503, "{}", readiness.body);
+
+    // Once it reaches the broker again, it takes its share back.
+    proxy.restore();
+    let rejoined = wait_until(Duration::from_secs(90), || async {
+        leases_of(&db, "cut-off").await > 0
+    })
+    .await;
+    assert!(rejoined, "the relay never rejoined:\n{}", cut_off.log());
+    let more = enqueue_events(db.pool(), &exchange, EVENTS_PER_ROUND, 100, 100).await;
+    enqueued.extend(more);
+    wait_for_delivery(&db, &collected, enqueued.len(), Duration::from_secs(60)).await;
+    let ready = wait_until(Duration::from_secs(30), || async {
+        get(&cut_off_http, "/readyz").await.status == 200
+    })
+    .await;
+    assert!(
+        ready,
+        "the rejoined relay never became ready again:\n{}",
+        cut_off.log()
+    );
+    let metrics = get(&cut_off_http, "/metrics").await.body;
+    let rebuilds = sample(&metrics, "outbox_relay_broker_client_rebuilds_total").unwrap_or(0.0);
+    assert!(rebuilds >= 1.0, "no client rebuild counted:\n{metrics}");
+    check_delivery(&enqueued, &collected.snapshot());
+    stop_cleanly(cut_off, "cut-off");
+    stop_cleanly(direct, "direct");
+}
