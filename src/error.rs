@@ -62,6 +62,18 @@ pub enum Error {
         version: i64,
     },
 
+    /// The lock that keeps concurrent migrators apart was not taken: another
+    /// process held it for longer than this connection waits for a lock.
+    /// This call migrated nothing; the process holding the lock is
+    /// migrating the database, or hung while it did.
+    #[error("cannot take the outbox migration lock, {lock}: {reason}")]
+    MigrationLock {
+        /// The lock, as the database names it.
+        lock: String,
+        /// Why it was not taken, naming the setting that bounds the wait.
+        reason: String,
+    },
+
     /// Any other failure while migrating the schema.
     #[error("outbox migration failed: {0}")]
     Migrate(#[source] sqlx::migrate::MigrateError),
