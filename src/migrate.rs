@@ -34,7 +34,8 @@ use crate::{Backend, Error, MIGRATIONS_TABLE};
 ///
 /// # Errors
 /// [`Error::MigrationModified`] when a migration applied earlier differs
-/// from the one shipped; [`Error::MigrationLock`] when another migrator
+/// from the one shipped; [`Error::MigrationPartiallyApplied`] when one is
+/// recorded as failed part-way; [`Error::MigrationLock`] when another migrator
 /// held the lock for longer than the connection waits; [`Error::Migrate`] or
 /// [`Error::Database`] otherwise.
 pub async fn migrate<DB: Backend>(pool: &Pool<DB>) -> Result<(), Error> {
