@@ -117,6 +117,9 @@ async fn deliver(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // A file of its own per run (named after the process), so quickstarts
+    // started side by side never share one; on a shared file
+    // `outbox::migrate` would be safe as well, under SQLite's write lock.
     let path = std::env::temp_dir().join(format!("outbox-quickstart-{}.db", std::process::id()));
     let options = SqliteConnectOptions::new()
         .filename(&path)

@@ -5,8 +5,11 @@
 
 use std::future::Future;
 
-use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::migrate::Migrator;
 use sqlx::{MySql, MySqlConnection, PgConnection, Pool, Postgres, Sqlite, SqliteConnection};
+
+use crate::Error;
+use crate::migration_lock::{migrate_mysql, migrate_postgres, migrate_sqlite};
 
 /// Name of the table in which `outbox` records its applied migrations. It is
 /// not sqlx's default, so the application's own sqlx migrations can share
@@ -39,11 +42,10 @@ pub trait Backend: sqlx::Database + sealed::Sealed {
         events_json: String,
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + '_;
 
-    /// Apply the migrations that the database lacks.
+    /// Apply the migrations that the database lacks, holding the lock that
+    /// keeps concurrent migrators apart.
     #[doc(hidden)]
-    fn run_migrations(
-        pool: &Pool<Self>,
-    ) -> impl Future<Output = Result<(), MigrateError>> + Send + '_;
+    fn run_migrations(pool: &Pool<Self>) -> impl Future<Output = Result<(), Error>> + Send + '_;
 }
 
 /// Set the outbox's migrations table on a migrator built by `sqlx::migrate!`.
@@ -53,9 +55,9 @@ fn with_outbox_table(mut migrator: Migrator) -> Migrator {
 }
 
 /// Implement [`Backend`] for one database; the statements differ by backend
-/// only in the SQL files they load.
+/// only in the SQL files they load, and migrations in the lock they hold.
 macro_rules! impl_backend {
-    ($database:ty, $connection:ty, $dir:literal, $migrations:literal) => {
+    ($database:ty, $connection:ty, $dir:literal, $migrations:literal, $migrate_locked:path) => {
         impl Backend for $database {
             fn migrator() -> Migrator {
                 with_outbox_table(sqlx::migrate!($migrations))
@@ -78,13 +80,31 @@ macro_rules! impl_backend {
 
             fn run_migrations(
                 pool: &Pool<Self>,
-            ) -> impl Future<Output = Result<(), MigrateError>> + Send + '_ {
-                async move { Self::migrator().run(pool).await }
+            ) -> impl Future<Output = Result<(), Error>> + Send + '_ {
+                $migrate_locked(pool, Self::migrator())
             }
         }
     };
 }
 
-impl_backend!(Postgres, PgConnection, "postgres", "migrations/postgres");
-impl_backend!(MySql, MySqlConnection, "mysql", "migrations/mysql");
-impl_backend!(Sqlite, SqliteConnection, "sqlite", "migrations/sqlite");
+impl_backend!(
+    Postgres,
+    PgConnection,
+    "postgres",
+    "migrations/postgres",
+    migrate_postgres
+);
+impl_backend!(
+    MySql,
+    MySqlConnection,
+    "mysql",
+    "migrations/mysql",
+    migrate_mysql
+);
+impl_backend!(
+    Sqlite,
+    SqliteConnection,
+    "sqlite",
+    "migrations/sqlite",
+    migrate_sqlite
+);

@@ -62,6 +62,30 @@ pub enum Error {
         version: i64,
     },
 
+    /// A migration is recorded as failed part-way in `_outbox_migrations`.
+    /// MariaDB and MySQL commit each DDL statement at once, so a migration
+    /// interrupted there can leave part of its changes behind.
+    #[error(
+        "outbox migration {version} is partially applied: its row in _outbox_migrations says \
+         success = false; finish or undo its changes by hand, delete that row, then migrate again"
+    )]
+    MigrationPartiallyApplied {
+        /// Version number of the interrupted migration.
+        version: i64,
+    },
+
+    /// The lock that keeps concurrent migrators apart was not taken: another
+    /// process held it for longer than this connection waits for a lock.
+    /// This call migrated nothing; the process holding the lock is
+    /// migrating the database, or hung while it did.
+    #[error("cannot take the outbox migration lock, {lock}: {reason}")]
+    MigrationLock {
+        /// The lock, as the database names it.
+        lock: String,
+        /// Why it was not taken, naming the setting that bounds the wait.
+        reason: String,
+    },
+
     /// Any other failure while migrating the schema.
     #[error("outbox migration failed: {0}")]
     Migrate(#[source] sqlx::migrate::MigrateError),
@@ -91,6 +115,9 @@ impl From<sqlx::migrate::MigrateError> for Error {
         match error {
             sqlx::migrate::MigrateError::VersionMismatch(version) => {
                 Error::MigrationModified { version }
+            }
+            sqlx::migrate::MigrateError::Dirty(version) => {
+                Error::MigrationPartiallyApplied { version }
             }
             other => Error::Migrate(other),
         }

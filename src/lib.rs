@@ -42,6 +42,7 @@ mod error;
 mod event;
 mod message;
 mod migrate;
+mod migration_lock;
 mod options;
 #[cfg(feature = "opentelemetry")]
 pub mod trace_context;
@@ -52,6 +53,7 @@ pub use error::Error;
 pub use event::Event;
 pub use message::{MAX_NAME_CHARS, MAX_SOURCE_CHARS, OutboxMessage};
 pub use migrate::migrate;
+pub use migration_lock::POSTGRES_MIGRATION_LOCK_KEY;
 pub use options::EnqueueOptions;
 pub use outbox_macros::Event;
 pub use writer::OutboxWriter;

@@ -379,6 +379,37 @@ async fn migrate_is_repeatable_and_refuses_a_changed_migration<
     );
 }
 
+async fn migrate_names_the_table_of_a_partially_applied_migration<
+    DB: outbox::Backend + TestBackend,
+>(
+    db: &TestDatabase<DB>,
+    _dialect: &Dialect,
+) {
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let mut connection = db.pool().acquire().await.expect("acquire");
+    // What an interrupted migration leaves on MariaDB, where DDL commits.
+    DB::execute(
+        &mut connection,
+        "UPDATE _outbox_migrations SET success = FALSE WHERE version = 1",
+    )
+    .await
+    .expect("mark migration 1 as failed");
+    drop(connection);
+
+    let error = outbox::migrate(db.pool())
+        .await
+        .expect_err("a partially applied migration is refused");
+    assert!(
+        matches!(error, Error::MigrationPartiallyApplied { version: 1 }),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("migration 1") && message.contains("_outbox_migrations"),
+        "the message names the migration and the outbox's table: {message}"
+    );
+}
+
 async fn a_malformed_event_id_is_refused_at_insert<DB: outbox::Backend + TestBackend>(
     db: &TestDatabase<DB>,
     _dialect: &Dialect,
@@ -446,5 +477,6 @@ scenarios_on_every_backend!(
     sixteen_concurrent_writers_get_unique_ids,
     explicit_event_id_and_headers_are_stored,
     migrate_is_repeatable_and_refuses_a_changed_migration,
+    migrate_names_the_table_of_a_partially_applied_migration,
     a_malformed_event_id_is_refused_at_insert,
 );

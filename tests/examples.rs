@@ -197,16 +197,21 @@ async fn http(
     (status, body.to_owned())
 }
 
-#[tokio::test]
-async fn quickstart_relays_the_committed_orders_and_ignores_the_duplicate() {
+/// Run the quickstart to its end, at most [`PATIENCE`].
+async fn run_quickstart() -> std::process::Output {
     let run = Command::new(example_binary("quickstart"))
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .output();
-    let output = tokio::time::timeout(PATIENCE, run)
+    tokio::time::timeout(PATIENCE, run)
         .await
         .expect("the quickstart exits")
-        .expect("the quickstart starts");
+        .expect("the quickstart starts")
+}
+
+/// The quickstart succeeded, published the two committed orders and
+/// ignored the duplicate delivery.
+fn assert_quickstart_output(output: &std::process::Output) {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -241,6 +246,18 @@ async fn quickstart_relays_the_committed_orders_and_ignores_the_duplicate() {
         stderr.contains("invoices per order: o-1: 1, o-3: 1"),
         "{stderr}"
     );
+}
+
+#[tokio::test]
+async fn quickstart_relays_the_committed_orders_and_ignores_the_duplicate() {
+    assert_quickstart_output(&run_quickstart().await);
+}
+
+#[tokio::test]
+async fn two_quickstarts_started_at_once_both_succeed() {
+    let (first, second) = tokio::join!(run_quickstart(), run_quickstart());
+    assert_quickstart_output(&first);
+    assert_quickstart_output(&second);
 }
 
 /// A request the service must refuse, and what it must say.
@@ -398,6 +415,56 @@ async fn orders_service_writes_each_order_with_its_event_and_refuses_bad_input()
         status.success(),
         "stopped on SIGTERM with {status}; stderr:\n{log}"
     );
+}
+
+/// Place one order through the service at `address`; returns its id.
+async fn place_order(address: &str, customer: &str) -> Uuid {
+    let body = format!(r#"{{"customer": "{customer}", "total_cents": 1250}}"#);
+    let (status, body) = http(address, "POST", "/orders", Some("application/json"), &body).await;
+    assert_eq!(status, 201, "{body}");
+    let placed: serde_json::Value = serde_json::from_str(&body).expect("a JSON body");
+    placed["order_id"]
+        .as_str()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or_else(|| panic!("no order_id in {body}"))
+}
+
+/// The address an orders service printed as `listening on http://ADDRESS`.
+async fn listening_address(service: &mut Example) -> String {
+    let line = service.next_line().await;
+    line.strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("expected `listening on http://ADDRESS`, got `{line}`"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn two_orders_services_started_at_once_on_a_fresh_database_both_serve() {
+    let db = outbox_testkit::postgres().await;
+    let args = ["--database-url", db.url(), "--listen", "127.0.0.1:0"];
+    let mut first = Example::spawn("orders-service", &args);
+    let mut second = Example::spawn("orders-service", &args);
+    let (first_address, second_address) = tokio::join!(
+        listening_address(&mut first),
+        listening_address(&mut second)
+    );
+
+    let first_order = place_order(&first_address, "ada").await;
+    let second_order = place_order(&second_address, "grace").await;
+    assert_ne!(first_order, second_order);
+    assert_eq!(count(db.pool(), "SELECT COUNT(*) FROM orders").await, 2);
+    assert_eq!(
+        count(db.pool(), "SELECT COUNT(*) FROM outbox_events").await,
+        2
+    );
+
+    for service in [first, second] {
+        service.terminate();
+        let (status, _rest, log) = service.wait().await;
+        assert!(
+            status.success(),
+            "stopped on SIGTERM with {status}; stderr:\n{log}"
+        );
+    }
 }
 
 /// A publisher that publishes the first event it is handed a second time,
@@ -608,5 +675,49 @@ async fn billing_consumer_stops_cleanly_on_sigterm() {
         stdout.contains("stopped: 0 invoice(s) recorded, 0 duplicate(s) ignored"),
         "{stdout}"
     );
+    delete_billing_topology(&exchange, &queue).await;
+}
+
+#[tokio::test]
+async fn two_billing_consumers_started_at_once_on_a_fresh_database_both_consume() {
+    require_rabbitmq().await;
+    let billing = outbox_testkit::postgres().await;
+    let suffix = Uuid::now_v7().simple();
+    let exchange = format!("orders-{suffix}");
+    let queue = format!("billing-{suffix}");
+    let amqp = amqp_url();
+    let args = [
+        "--database-url",
+        billing.url(),
+        "--amqp-url",
+        &amqp,
+        "--exchange",
+        &exchange,
+        "--queue",
+        &queue,
+    ];
+    let mut first = Example::spawn("billing-consumer", &args);
+    let mut second = Example::spawn("billing-consumer", &args);
+    let (first_line, second_line) = tokio::join!(first.next_line(), second.next_line());
+    assert!(first_line.starts_with("consuming queue"), "{first_line}");
+    assert!(second_line.starts_with("consuming queue"), "{second_line}");
+    assert_eq!(
+        count(billing.pool(), "SELECT COUNT(*) FROM invoices").await,
+        0,
+        "the invoices table exists"
+    );
+
+    for consumer in [first, second] {
+        consumer.terminate();
+        let (status, stdout, log) = consumer.wait().await;
+        assert!(
+            status.success(),
+            "stopped on SIGTERM with {status}; stderr:\n{log}"
+        );
+        assert!(
+            stdout.contains("stopped: 0 invoice(s) recorded"),
+            "{stdout}"
+        );
+    }
     delete_billing_topology(&exchange, &queue).await;
 }

@@ -11,8 +11,6 @@ use sqlx::{Postgres, Transaction};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-/// Creates the `invoices` table unless it exists.
-pub const CREATE_INVOICES: &str = include_str!("sql/create_invoices.sql");
 /// Inserts one invoice: order id, customer, amount in cents.
 const INSERT_INVOICE: &str = include_str!("sql/insert_invoice.sql");
 

@@ -24,6 +24,7 @@
 
 mod config;
 mod invoices;
+mod schema;
 mod topology;
 
 use std::process::ExitCode;
@@ -37,7 +38,8 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::Config;
-use crate::invoices::{CREATE_INVOICES, InvoiceHandler, ORDER_CREATED};
+use crate::invoices::{InvoiceHandler, ORDER_CREATED};
+use crate::schema::create_schema;
 
 /// The name the inbox records this consumer's deliveries under.
 const CONSUMER: &str = "billing";
@@ -75,7 +77,7 @@ async fn consume(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         .await
         .map_err(|error| format!("cannot connect to the database: {error}"))?;
     outbox::migrate(&pool).await?;
-    sqlx::query(CREATE_INVOICES).execute(&pool).await?;
+    create_schema(&pool).await?;
     topology::declare(&config.amqp_url, &config.exchange, &config.queue).await?;
 
     let stop = CancellationToken::new();

@@ -20,6 +20,7 @@
 mod config;
 mod orders;
 mod routes;
+mod schema;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -31,8 +32,8 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::Config;
-use crate::orders::CREATE_ORDERS;
 use crate::routes::{AppState, router};
+use crate::schema::create_schema;
 
 /// Connections the service keeps to the database.
 const POOL_SIZE: u32 = 10;
@@ -66,7 +67,7 @@ async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         .await
         .map_err(|error| format!("cannot connect to the database: {error}"))?;
     outbox::migrate(&pool).await?;
-    sqlx::query(CREATE_ORDERS).execute(&pool).await?;
+    create_schema(&pool).await?;
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

@@ -6,8 +6,6 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-/// Creates the `orders` table unless it exists.
-pub const CREATE_ORDERS: &str = include_str!("sql/create_orders.sql");
 /// Inserts one order: id, customer, total in cents.
 const INSERT_ORDER: &str = include_str!("sql/insert_order.sql");
 

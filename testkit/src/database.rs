@@ -211,15 +211,10 @@ pub async fn mysql() -> TestDatabase<sqlx::MySql> {
 /// When the file cannot be created.
 pub async fn sqlite() -> TestDatabase<sqlx::Sqlite> {
     let path = std::env::temp_dir().join(format!("{}.db", fresh_name()));
-    let options = SqliteConnectOptions::new()
-        .filename(&path)
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .busy_timeout(Duration::from_secs(30));
     let pool = SqlitePoolOptions::new()
         .max_connections(POOL_SIZE)
         .acquire_timeout(Duration::from_secs(30))
-        .connect_with(options)
+        .connect_with(sqlite_options(&path))
         .await
         .unwrap_or_else(|error| {
             panic!(
@@ -232,6 +227,33 @@ pub async fn sqlite() -> TestDatabase<sqlx::Sqlite> {
         url: format!("sqlite://{}", path.display()),
         cleanup: Cleanup::DeleteFiles(path),
     }
+}
+
+/// A SQLite test database whose file does not exist yet: the test's own
+/// pool connects lazily, so the first process or pool that opens the URL
+/// creates the file. For tests of what happens on a brand-new file, such
+/// as several processes creating and migrating it at once. Call it inside
+/// the test's runtime.
+pub fn sqlite_unopened() -> TestDatabase<sqlx::Sqlite> {
+    let path = std::env::temp_dir().join(format!("{}.db", fresh_name()));
+    let pool = SqlitePoolOptions::new()
+        .max_connections(POOL_SIZE)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_lazy_with(sqlite_options(&path));
+    TestDatabase {
+        pool,
+        url: format!("sqlite://{}", path.display()),
+        cleanup: Cleanup::DeleteFiles(path),
+    }
+}
+
+/// The test pools' SQLite options: created when missing, WAL, busy timeout.
+fn sqlite_options(path: &std::path::Path) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .busy_timeout(Duration::from_secs(30))
 }
 
 fn server_url(variable: &str, default: &str) -> String {

@@ -13,5 +13,5 @@
 mod database;
 mod query;
 
-pub use database::{TestDatabase, mysql, postgres, sqlite};
+pub use database::{TestDatabase, mysql, postgres, sqlite, sqlite_unopened};
 pub use query::TestBackend;

@@ -1,0 +1,2 @@
+-- The database this session works in, which names its migration lock.
+SELECT DATABASE()
