@@ -55,10 +55,10 @@ use outbox_relay::publish::{
     RabbitMqPublisherConfig,
 };
 use outbox_relay::store::{
-    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, OutboxBacklog, OutboxStatus,
-    OutboxStore, ReplayWindow,
+    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, LeaseStore, OperatorStore,
+    OutboxBacklog, OutboxStatus, OutboxStore, PendingEvents, PostgresStore, ReplayWindow,
 };
-use outbox_relay::{DatabaseUrl, Error, OutboundEvent, Relay, RelayConfig, open_store};
+use outbox_relay::{Error, OutboundEvent, Relay, RelayConfig, Wakeup};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -371,13 +371,11 @@ struct TimedStore {
     phases: Arc<Phases>,
 }
 
-impl OutboxStore for TimedStore {
-    fn migrate(&self) -> BoxFuture<'_, Result<(), Error>> {
-        self.inner.migrate()
-    }
+impl LeaseStore for TimedStore {
     fn partition_count(&self) -> BoxFuture<'_, Result<i32, Error>> {
         self.inner.partition_count()
     }
+
     fn heartbeat<'a>(
         &'a self,
         relay_id: &'a str,
@@ -385,9 +383,11 @@ impl OutboxStore for TimedStore {
     ) -> BoxFuture<'a, Result<i64, Error>> {
         self.inner.heartbeat(relay_id, ttl)
     }
+
     fn deregister<'a>(&'a self, relay_id: &'a str) -> BoxFuture<'a, Result<(), Error>> {
         self.inner.deregister(relay_id)
     }
+
     fn renew_leases<'a>(
         &'a self,
         relay_id: &'a str,
@@ -396,6 +396,7 @@ impl OutboxStore for TimedStore {
     ) -> BoxFuture<'a, Result<Vec<Lease>, Error>> {
         self.inner.renew_leases(relay_id, leases, ttl)
     }
+
     fn acquire_leases<'a>(
         &'a self,
         relay_id: &'a str,
@@ -404,6 +405,7 @@ impl OutboxStore for TimedStore {
     ) -> BoxFuture<'a, Result<Vec<Lease>, Error>> {
         self.inner.acquire_leases(relay_id, limit, ttl)
     }
+
     fn release_leases<'a>(
         &'a self,
         relay_id: &'a str,
@@ -411,6 +413,9 @@ impl OutboxStore for TimedStore {
     ) -> BoxFuture<'a, Result<u64, Error>> {
         self.inner.release_leases(relay_id, leases)
     }
+}
+
+impl PendingEvents for TimedStore {
     fn fetch_pending<'a>(
         &'a self,
         partition_count: i32,
@@ -441,6 +446,7 @@ impl OutboxStore for TimedStore {
             result
         })
     }
+
     fn mark_published<'a>(
         &'a self,
         relay_id: &'a str,
@@ -468,6 +474,7 @@ impl OutboxStore for TimedStore {
             result
         })
     }
+
     fn record_failures<'a>(
         &'a self,
         relay_id: &'a str,
@@ -478,6 +485,13 @@ impl OutboxStore for TimedStore {
         self.inner
             .record_failures(relay_id, partition_count, leases, failures)
     }
+}
+
+impl OperatorStore for TimedStore {
+    fn migrate(&self) -> BoxFuture<'_, Result<(), Error>> {
+        self.inner.migrate()
+    }
+
     fn delete_published(
         &self,
         older_than: Duration,
@@ -485,19 +499,23 @@ impl OutboxStore for TimedStore {
     ) -> BoxFuture<'_, Result<u64, Error>> {
         self.inner.delete_published(older_than, limit)
     }
-    fn backlog(&self) -> BoxFuture<'_, Result<OutboxBacklog, Error>> {
-        self.inner.backlog()
-    }
 
     fn status(&self) -> BoxFuture<'_, Result<OutboxStatus, Error>> {
         self.inner.status()
     }
+
+    fn backlog(&self) -> BoxFuture<'_, Result<OutboxBacklog, Error>> {
+        self.inner.backlog()
+    }
+
     fn database_time(&self) -> BoxFuture<'_, Result<chrono::DateTime<chrono::Utc>, Error>> {
         self.inner.database_time()
     }
+
     fn topic_exists<'a>(&'a self, topic: &'a str) -> BoxFuture<'a, Result<bool, Error>> {
         self.inner.topic_exists(topic)
     }
+
     fn fetch_published<'a>(
         &'a self,
         window: &'a ReplayWindow,
@@ -506,6 +524,7 @@ impl OutboxStore for TimedStore {
     ) -> BoxFuture<'a, Result<Vec<OutboundEvent>, Error>> {
         self.inner.fetch_published(window, after_id, limit)
     }
+
     fn list_dead<'a>(
         &'a self,
         selector: &'a DeadSelector,
@@ -513,9 +532,11 @@ impl OutboxStore for TimedStore {
     ) -> BoxFuture<'a, Result<Vec<DeadEvent>, Error>> {
         self.inner.list_dead(selector, limit)
     }
+
     fn retry_dead<'a>(&'a self, selector: &'a DeadSelector) -> BoxFuture<'a, Result<u64, Error>> {
         self.inner.retry_dead(selector)
     }
+
     fn discard_dead<'a>(&'a self, selector: &'a DeadSelector) -> BoxFuture<'a, Result<u64, Error>> {
         self.inner.discard_dead(selector)
     }
@@ -1044,12 +1065,14 @@ async fn relay_drain(
     let enqueue = enqueue_all(settings, &database.pool, target).await;
     warm_up(publisher.as_ref(), settings, target).await;
 
-    let opened = open_store(&DatabaseUrl::Postgres(database.url.clone()))
-        .await
-        .expect("open store");
+    let opened = Arc::new(
+        PostgresStore::connect(&database.url)
+            .await
+            .expect("open store"),
+    );
     let phases = Phases::new(settings.events);
     let store: Arc<dyn OutboxStore> = Arc::new(TimedStore {
-        inner: Arc::clone(&opened.store),
+        inner: opened.clone() as Arc<dyn OutboxStore>,
         phases: Arc::clone(&phases),
     });
     let timed: Arc<dyn Publisher> = Arc::new(TimedPublisher {
@@ -1063,7 +1086,8 @@ async fn relay_drain(
         ..RelayConfig::default()
     };
     let stop = CancellationToken::new();
-    let wakeup = opened.wakeup(&stop);
+    let wakeup = Wakeup::new();
+    opened.watch_commits(wakeup.clone(), stop.clone());
     let relay =
         Relay::new(store, timed, relay_settings(unique_name("relay"), &config)).with_wakeup(wakeup);
 
@@ -1092,9 +1116,7 @@ async fn relay_drain(
         "published rows after the drain (relay totals {totals:?})"
     );
     let report = phases.report(elapsed);
-    if let Some(pool) = &opened.postgres_pool {
-        pool.close().await;
-    }
+    opened.pool().close().await;
     drop(opened);
     database.drop_database().await;
     DrainResult {
@@ -1134,10 +1156,12 @@ async fn read_only_ceiling(
             .unwrap_or_else(|error| panic!("{statement}: {error}"));
     }
     warm_up(publisher.as_ref(), settings, target).await;
-    let opened = open_store(&DatabaseUrl::Postgres(database.url.clone()))
-        .await
-        .expect("open store");
-    let store = Arc::clone(&opened.store);
+    let opened = Arc::new(
+        PostgresStore::connect(&database.url)
+            .await
+            .expect("open store"),
+    );
+    let store = Arc::clone(&opened);
     let now = chrono::Utc::now();
     let window = Arc::new(ReplayWindow {
         topic: target.to_owned(),
@@ -1180,9 +1204,7 @@ async fn read_only_ceiling(
     let elapsed = started.elapsed();
     let cpu = cpu_before.until(&cpu::sample(broker_processes));
     assert_eq!(published, settings.events, "read-only ceiling published");
-    if let Some(pool) = &opened.postgres_pool {
-        pool.close().await;
-    }
+    opened.pool().close().await;
     drop(opened);
     database.drop_database().await;
     DrainResult {
@@ -1410,14 +1432,16 @@ async fn relay_latency(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
-    let opened = open_store(&DatabaseUrl::Postgres(database.url.clone()))
-        .await
-        .expect("open store");
+    let opened = Arc::new(
+        PostgresStore::connect(&database.url)
+            .await
+            .expect("open store"),
+    );
     let total = settings.latency_rate * settings.latency_secs;
     let phases = Phases::new(total);
     let acks: Stamps = Arc::default();
     let store: Arc<dyn OutboxStore> = Arc::new(TimedStore {
-        inner: Arc::clone(&opened.store),
+        inner: opened.clone() as Arc<dyn OutboxStore>,
         phases: Arc::clone(&phases),
     });
     let timed: Arc<dyn Publisher> = Arc::new(TimedPublisher {
@@ -1427,7 +1451,8 @@ async fn relay_latency(
         failures: AtomicU64::new(0),
     });
     let stop = CancellationToken::new();
-    let wakeup = opened.wakeup(&stop);
+    let wakeup = Wakeup::new();
+    opened.watch_commits(wakeup.clone(), stop.clone());
     let relay = Relay::new(
         store,
         timed,
@@ -1527,9 +1552,7 @@ async fn relay_latency(
     let produced = commits.lock().unwrap().len() as u64;
     let commit_round_trip = round_trips.lock().unwrap().clone();
     let report = phases.report(wall);
-    if let Some(pool) = &opened.postgres_pool {
-        pool.close().await;
-    }
+    opened.pool().close().await;
     drop(opened);
     database.drop_database().await;
     Latency {
@@ -1563,10 +1586,12 @@ async fn store_only(settings: &Settings, batch_size: u32) -> StoreOnly {
     const REPEAT: u32 = 20;
     let database = create_database(settings).await;
     enqueue_all(settings, &database.pool, "store-only").await;
-    let opened = open_store(&DatabaseUrl::Postgres(database.url.clone()))
-        .await
-        .expect("open store");
-    let store = Arc::clone(&opened.store);
+    let opened = Arc::new(
+        PostgresStore::connect(&database.url)
+            .await
+            .expect("open store"),
+    );
+    let store = Arc::clone(&opened);
     let relay_id = unique_name("store");
     let partition_count = store.partition_count().await.expect("partition count");
     let leases = store
@@ -1617,9 +1642,7 @@ async fn store_only(settings: &Settings, batch_size: u32) -> StoreOnly {
     let elapsed = started.elapsed();
     assert_eq!(marked, settings.events, "store-only: rows marked");
     store.release_leases(&relay_id, &leases).await.ok();
-    if let Some(pool) = &opened.postgres_pool {
-        pool.close().await;
-    }
+    opened.pool().close().await;
     drop(store);
     drop(opened);
     database.drop_database().await;

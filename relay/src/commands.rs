@@ -7,7 +7,6 @@ use tokio_util::sync::CancellationToken;
 use crate::broker_url::{BrokerUrl, resolve_broker_url};
 use crate::cli::{Command, DatabaseArgs, DeadAction, DeadSelection};
 use crate::config::{DeadLetterPolicy, RelayConfig};
-use crate::connect::open_store;
 use crate::database_url::{DatabaseUrl, resolve_database_url};
 use crate::http::{HttpEndpoint, HttpState};
 use crate::metrics::RelayMetrics;
@@ -15,7 +14,8 @@ use crate::publish::Publisher;
 use crate::publish_health::PublishHealth;
 use crate::publishers::build_publisher;
 use crate::replay::{ReplayTime, replay, resolve_window};
-use crate::store::{DeadSelector, LiveLease, OutboxStatus};
+use crate::store::{DeadSelector, LiveLease, OutboxStatus, open_store};
+use crate::wakeup::Wakeup;
 use crate::{DispatchSettings, Error, Relay, RelaySettings, RetentionSettings, RetryPolicy};
 
 fn environment(name: &str) -> Option<String> {
@@ -49,14 +49,14 @@ pub async fn execute(command: Command) -> Result<(), Error> {
             run(database_url, broker_url, config, skip_migrate).await
         }
         Command::Migrate { database } => {
-            let opened = open_store(&database_url(&database)?).await?;
-            opened.store.migrate().await?;
+            let store = open_store(&database_url(&database)?).await?;
+            store.migrate().await?;
             println!("outbox schema is up to date");
             Ok(())
         }
         Command::Status { database, json } => {
-            let opened = open_store(&database_url(&database)?).await?;
-            let status = opened.store.status().await?;
+            let store = open_store(&database_url(&database)?).await?;
+            let status = store.status().await?;
             print_status(&status, json)
         }
         Command::Replay {
@@ -92,8 +92,8 @@ async fn run_replay(
     since: ReplayTime,
     until: Option<ReplayTime>,
 ) -> Result<(), Error> {
-    let opened = open_store(&database_url).await?;
-    let window = resolve_window(opened.store.as_ref(), topic, since, until).await?;
+    let store = open_store(&database_url).await?;
+    let window = resolve_window(store.as_ref(), topic, since, until).await?;
     let publisher = build_publisher(&broker_url, &config).await?;
     tracing::info!(
         topic = %window.topic,
@@ -104,7 +104,7 @@ async fn run_replay(
         "replay started"
     );
     let replayed = replay(
-        opened.store.as_ref(),
+        store.as_ref(),
         publisher.as_ref(),
         &window,
         i64::from(config.batch_size),
@@ -136,16 +136,16 @@ async fn run(
     // anything connects or is claimed.
     let endpoint = HttpEndpoint::bind(config.http.listen).await?;
     let publisher: Arc<dyn Publisher> = build_publisher(&broker_url, &config).await?;
-    let opened = open_store(&database_url).await?;
+    let store = open_store(&database_url).await?;
     if !skip_migrate {
-        opened.store.migrate().await?;
+        store.migrate().await?;
     }
     let metrics = Arc::new(RelayMetrics::new());
     let health = Arc::new(PublishHealth::new(config.effective_handover_after()));
     let http_stop = CancellationToken::new();
     let http_task = endpoint.serve(
         HttpState {
-            store: Arc::clone(&opened.store),
+            store: Arc::clone(&store),
             publisher: Arc::clone(&publisher),
             metrics: Arc::clone(&metrics),
             health: Arc::clone(&health),
@@ -160,9 +160,10 @@ async fn run(
     );
 
     let stop = CancellationToken::new();
-    let wakeup = opened.wakeup(&stop);
+    let wakeup = Wakeup::new();
+    store.watch_commits(wakeup.clone(), stop.clone());
     let settings = relay_settings(relay_id, &config);
-    let relay = Relay::new(Arc::clone(&opened.store), publisher, settings)
+    let relay = Relay::new(Arc::clone(&store), publisher, settings)
         .with_wakeup(wakeup)
         .with_metrics(metrics)
         .with_publish_health(health);
@@ -393,8 +394,8 @@ async fn dead(action: DeadAction) -> Result<(), Error> {
                 (None, Some(aggregate)) => parse_aggregate(&aggregate)?,
                 (None, None) => DeadSelector::All,
             };
-            let opened = open_store(&database_url(&database)?).await?;
-            let dead = opened.store.list_dead(&selector, limit).await?;
+            let store = open_store(&database_url(&database)?).await?;
+            let dead = store.list_dead(&selector, limit).await?;
             if json {
                 let text = serde_json::to_string_pretty(&dead)?;
                 println!("{text}");
@@ -421,8 +422,8 @@ async fn dead(action: DeadAction) -> Result<(), Error> {
             selection,
         } => {
             let selector = selector(&selection)?;
-            let opened = open_store(&database_url(&database)?).await?;
-            let retried = opened.store.retry_dead(&selector).await?;
+            let store = open_store(&database_url(&database)?).await?;
+            let retried = store.retry_dead(&selector).await?;
             require_a_match(retried, &selector)?;
             println!("{retried} dead event(s) made pending again");
             Ok(())
@@ -432,8 +433,8 @@ async fn dead(action: DeadAction) -> Result<(), Error> {
             selection,
         } => {
             let selector = selector(&selection)?;
-            let opened = open_store(&database_url(&database)?).await?;
-            let discarded = opened.store.discard_dead(&selector).await?;
+            let store = open_store(&database_url(&database)?).await?;
+            let discarded = store.discard_dead(&selector).await?;
             require_a_match(discarded, &selector)?;
             println!("{discarded} dead event(s) discarded");
             Ok(())

@@ -17,7 +17,7 @@ use crate::metrics::RelayMetrics;
 use crate::publish::{PublishFailure, Publisher};
 use crate::publish_health::PublishHealth;
 use crate::retry::RetryPolicy;
-use crate::store::{ClaimedEvent, FailedAttempt, Lease, OutboxStore};
+use crate::store::{ClaimedEvent, FailedAttempt, Lease, PendingEvents};
 use crate::wakeup::Wakeup;
 use crate::waves::{AggregateKey, aggregate_key, split_into_waves};
 
@@ -82,7 +82,7 @@ struct Prefetched {
 
 /// The batch loop of one relay instance.
 pub struct Dispatcher {
-    store: Arc<dyn OutboxStore>,
+    store: Arc<dyn PendingEvents>,
     publisher: Arc<dyn Publisher>,
     leases: Arc<LeaseKeeper>,
     wakeup: Wakeup,
@@ -118,7 +118,7 @@ impl Dispatcher {
     /// A dispatcher; nothing runs until [`Dispatcher::run`].
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        store: Arc<dyn OutboxStore>,
+        store: Arc<dyn PendingEvents>,
         publisher: Arc<dyn Publisher>,
         leases: Arc<LeaseKeeper>,
         wakeup: Wakeup,

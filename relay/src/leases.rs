@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::Error;
-use crate::store::{Lease, OutboxStore};
+use crate::store::{Lease, LeaseStore};
 
 /// The leases held and how long they are surely valid.
 #[derive(Debug, Clone, Default)]
@@ -48,7 +48,7 @@ impl LeaseSnapshot {
 
 /// Keeps this relay's partition leases.
 pub struct LeaseKeeper {
-    store: Arc<dyn OutboxStore>,
+    store: Arc<dyn LeaseStore>,
     relay_id: String,
     lease_duration: Duration,
     partition_count: i32,
@@ -78,7 +78,7 @@ pub enum Handover {
 impl LeaseKeeper {
     /// A keeper holding no lease yet.
     pub fn new(
-        store: Arc<dyn OutboxStore>,
+        store: Arc<dyn LeaseStore>,
         relay_id: String,
         lease_duration: Duration,
         partition_count: i32,

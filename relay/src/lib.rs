@@ -6,7 +6,6 @@ pub mod broker_url;
 pub mod cli;
 pub mod commands;
 pub mod config;
-mod connect;
 pub mod database_url;
 mod dispatcher;
 mod error;
@@ -30,7 +29,6 @@ pub use config::{
     AmqpConfig, AmqpRoute, DeadLetterConfig, DeadLetterPolicy, HttpConfig, KafkaConfig,
     RelayConfig, RetentionConfig, RetryConfig, RoutingKey, parse_duration,
 };
-pub use connect::{OpenStore, open_store};
 pub use database_url::{DEFAULT_DATABASE_URL, DatabaseUrl, mask_password, resolve_database_url};
 pub use dispatcher::{DispatchSettings, DispatchTotals};
 pub use error::Error;
@@ -42,4 +40,5 @@ pub use publishers::build_publisher;
 pub use relay::{Relay, RelaySettings};
 pub use retention::{RetentionSettings, run_retention_pass};
 pub use retry::RetryPolicy;
+pub use store::{OutboxStore, open_store};
 pub use wakeup::{NOTIFY_CHANNEL, Wakeup};

@@ -17,7 +17,7 @@ use crate::metrics::RelayMetrics;
 use crate::publish::Publisher;
 use crate::publish_health::PublishHealth;
 use crate::retention::{RetentionSettings, run_retention};
-use crate::store::OutboxStore;
+use crate::store::{LeaseStore, OperatorStore, OutboxStore, PendingEvents};
 use crate::wakeup::Wakeup;
 
 /// Settings of one relay instance.
@@ -105,7 +105,7 @@ impl Relay {
             ));
         }
         let keeper = Arc::new(LeaseKeeper::new(
-            Arc::clone(&self.store),
+            self.store.clone() as Arc<dyn LeaseStore>,
             self.settings.relay_id.clone(),
             self.settings.lease_duration,
             partition_count,
@@ -117,14 +117,14 @@ impl Relay {
         tracker.spawn(renew_leases(Arc::clone(&keeper), background_stop.clone()));
         if let Some(retention) = self.settings.retention.clone() {
             tracker.spawn(run_retention(
-                Arc::clone(&self.store),
+                self.store.clone() as Arc<dyn OperatorStore>,
                 retention,
                 background_stop.clone(),
             ));
         }
 
         let dispatcher = Dispatcher::new(
-            Arc::clone(&self.store),
+            self.store.clone() as Arc<dyn PendingEvents>,
             Arc::clone(&self.publisher),
             Arc::clone(&keeper),
             self.wakeup.clone(),

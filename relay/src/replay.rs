@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use crate::Error;
 use crate::config::parse_duration;
 use crate::publish::Publisher;
-use crate::store::{OutboxStore, ReplayWindow};
+use crate::store::{OperatorStore, ReplayWindow};
 use crate::waves::split_events_into_waves;
 
 /// A `--since` or `--until` value before it is resolved against the
@@ -84,7 +84,7 @@ impl ReplayTime {
 /// [`Error::NotFound`] when no event has `topic`; [`Error::InvalidArgument`]
 /// when `since` is not before `until`; [`Error::Database`].
 pub async fn resolve_window(
-    store: &dyn OutboxStore,
+    store: &dyn OperatorStore,
     topic: &str,
     since: ReplayTime,
     until: Option<ReplayTime>,
@@ -118,7 +118,7 @@ pub async fn resolve_window(
 /// [`Error::ReplayFailed`] at the first event the broker did not take,
 /// naming how many events were replayed before it; [`Error::Database`].
 pub async fn replay(
-    store: &dyn OutboxStore,
+    store: &dyn OperatorStore,
     publisher: &dyn Publisher,
     window: &ReplayWindow,
     page_size: i64,

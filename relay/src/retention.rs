@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::store::OutboxStore;
+use crate::store::OperatorStore;
 
 /// When published events are deleted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,7 +25,7 @@ const MAX_BATCHES_PER_PASS: usize = 100;
 /// One retention pass: delete batches until fewer than a batch remain or
 /// the pass limit is reached. Returns the rows deleted.
 pub async fn run_retention_pass(
-    store: &dyn OutboxStore,
+    store: &dyn OperatorStore,
     settings: &RetentionSettings,
 ) -> Result<u64, crate::Error> {
     let mut deleted = 0;
@@ -43,7 +43,7 @@ pub async fn run_retention_pass(
 
 /// Run retention passes every `interval` until `stop`.
 pub async fn run_retention(
-    store: Arc<dyn OutboxStore>,
+    store: Arc<dyn OperatorStore>,
     settings: RetentionSettings,
     stop: CancellationToken,
 ) {

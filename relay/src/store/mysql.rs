@@ -7,13 +7,19 @@ use std::time::Duration;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 use futures::future::BoxFuture;
-use sqlx::mysql::MySqlRow;
+use std::str::FromStr;
+
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
 use sqlx::{MySqlPool, Row};
 
+use super::rows::{
+    StoreRow, backlog_from_row, claimed_from_row, dead_from_row, integers_json, lease_from_row,
+    leases_json, map_rows, outbound_from_row, selector_binds, status_from_rows,
+};
+use super::{ACQUIRE_TIMEOUT, POOL_SIZE};
 use super::{
-    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, LiveLease, OutboxBacklog,
-    OutboxStatus, OutboxStore, ReplayWindow, TopicStatus, integers_json, leases_json,
-    parse_headers, selector_binds,
+    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, LeaseStore, OperatorStore,
+    OutboxBacklog, OutboxStatus, PendingEvents, ReplayWindow,
 };
 use crate::{Error, OutboundEvent};
 
@@ -54,6 +60,22 @@ impl MySqlStore {
         MySqlStore { pool }
     }
 
+    /// Connect to the `mysql://` URL `url` (MariaDB too).
+    ///
+    /// # Errors
+    /// [`Error::InvalidDatabaseUrl`] for options sqlx rejects;
+    /// [`Error::Database`] when the database cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        let options =
+            MySqlConnectOptions::from_str(url).map_err(|error| super::invalid_url(url, error))?;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(POOL_SIZE)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await?;
+        Ok(MySqlStore::new(pool))
+    }
+
     /// The pool.
     pub fn pool(&self) -> &MySqlPool {
         &self.pool
@@ -65,89 +87,42 @@ fn micros(duration: Duration) -> i64 {
     i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
 }
 
-fn lease_from_row(row: &MySqlRow) -> Result<Lease, sqlx::Error> {
-    Ok(Lease {
-        partition_no: row.try_get("partition_no")?,
-        lease_token: row.try_get("lease_token")?,
-    })
-}
-
-fn outbound_from_row(row: &MySqlRow) -> Result<OutboundEvent, sqlx::Error> {
-    let event_id_text: String = row.try_get("event_id")?;
-    let event_id =
-        uuid::Uuid::parse_str(&event_id_text).map_err(|error| sqlx::Error::ColumnDecode {
-            index: "event_id".to_owned(),
-            source: Box::new(error),
-        })?;
-    let headers: String = row.try_get("headers")?;
-    let created_at: NaiveDateTime = row.try_get("created_at")?;
-    Ok(OutboundEvent {
-        id: row.try_get("id")?,
-        event_id,
-        event_type: row.try_get("event_type")?,
-        event_version: row.try_get("event_version")?,
-        source: row.try_get("source")?,
-        aggregate_type: row.try_get("aggregate_type")?,
-        aggregate_id: row.try_get("aggregate_id")?,
-        topic: row.try_get("topic")?,
-        payload: row.try_get("payload")?,
-        headers: parse_headers(&event_id_text, &headers),
-        created_at: created_at.and_utc(),
-        attempts: row.try_get("attempts")?,
-        replay: false,
-    })
-}
-
-fn claimed_from_row(row: &MySqlRow) -> Result<ClaimedEvent, sqlx::Error> {
-    // MariaDB types `partition_key % ?` as BIGINT.
-    let partition_no: i64 = row.try_get("partition_no")?;
-    Ok(ClaimedEvent {
-        partition_no: i32::try_from(partition_no).map_err(|error| sqlx::Error::ColumnDecode {
-            index: "partition_no".to_owned(),
-            source: Box::new(error),
-        })?,
-        event: outbound_from_row(row)?,
-    })
-}
-
-fn topic_status_from_row(row: &MySqlRow) -> Result<TopicStatus, sqlx::Error> {
-    Ok(TopicStatus {
-        topic: row.try_get("topic")?,
-        pending: row.try_get("pending")?,
-        retrying: row.try_get("retrying")?,
-        dead: row.try_get("dead")?,
-        published: row.try_get("published")?,
-    })
-}
-
-fn live_lease_from_row(row: &MySqlRow) -> Result<LiveLease, sqlx::Error> {
-    let expires_at: NaiveDateTime = row.try_get("lease_expires_at")?;
-    Ok(LiveLease {
-        partition_no: row.try_get("partition_no")?,
-        owner: row.try_get("lease_owner")?,
-        lease_token: row.try_get("lease_token")?,
-        expires_at: expires_at.and_utc(),
-    })
-}
-
-fn dead_from_row(row: &MySqlRow) -> Result<DeadEvent, sqlx::Error> {
-    Ok(DeadEvent {
-        id: row.try_get("id")?,
-        event_id: row.try_get("event_id")?,
-        event_type: row.try_get("event_type")?,
-        aggregate_type: row.try_get("aggregate_type")?,
-        aggregate_id: row.try_get("aggregate_id")?,
-        topic: row.try_get("topic")?,
-        attempts: row.try_get("attempts")?,
-        last_error: row.try_get("last_error")?,
-    })
-}
-
-impl OutboxStore for MySqlStore {
-    fn migrate(&self) -> BoxFuture<'_, Result<(), Error>> {
-        Box::pin(async move { Ok(outbox::migrate(&self.pool).await?) })
+impl StoreRow for MySqlRow {
+    fn text(&self, column: &str) -> Result<String, sqlx::Error> {
+        self.try_get(column)
     }
+    fn optional_text(&self, column: &str) -> Result<Option<String>, sqlx::Error> {
+        self.try_get(column)
+    }
+    fn int(&self, column: &str) -> Result<i32, sqlx::Error> {
+        self.try_get(column)
+    }
+    fn bigint(&self, column: &str) -> Result<i64, sqlx::Error> {
+        self.try_get(column)
+    }
+    fn optional_bigint(&self, column: &str) -> Result<Option<i64>, sqlx::Error> {
+        self.try_get(column)
+    }
+    /// MariaDB's `DATETIME` has no zone; the schema keeps it in UTC.
+    fn time(&self, column: &str) -> Result<DateTime<Utc>, sqlx::Error> {
+        Ok(self.try_get::<NaiveDateTime, _>(column)?.and_utc())
+    }
+    fn optional_time(&self, column: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+        Ok(self
+            .try_get::<Option<NaiveDateTime>, _>(column)?
+            .map(|time| time.and_utc()))
+    }
+    /// MariaDB types `partition_key % ?` as `BIGINT`.
+    fn partition_no(&self, column: &str) -> Result<i32, sqlx::Error> {
+        let partition_no: i64 = self.try_get(column)?;
+        i32::try_from(partition_no).map_err(|error| sqlx::Error::ColumnDecode {
+            index: column.to_owned(),
+            source: Box::new(error),
+        })
+    }
+}
 
+impl LeaseStore for MySqlStore {
     fn partition_count(&self) -> BoxFuture<'_, Result<i32, Error>> {
         Box::pin(async move {
             let count: i64 = sqlx::query_scalar(PARTITION_COUNT)
@@ -211,7 +186,7 @@ impl OutboxStore for MySqlStore {
                 .fetch_all(&mut *tx)
                 .await?;
             tx.commit().await?;
-            let held: Vec<Lease> = rows.iter().map(lease_from_row).collect::<Result<_, _>>()?;
+            let held: Vec<Lease> = map_rows(&rows, lease_from_row)?;
             // A partition lost and retaken by this relay has a new token: it
             // is not the lease asked about.
             Ok(held
@@ -253,7 +228,7 @@ impl OutboxStore for MySqlStore {
                 .fetch_all(&mut *tx)
                 .await?;
             tx.commit().await?;
-            Ok(rows.iter().map(lease_from_row).collect::<Result<_, _>>()?)
+            Ok(map_rows(&rows, lease_from_row)?)
         })
     }
 
@@ -274,7 +249,9 @@ impl OutboxStore for MySqlStore {
             Ok(result.rows_affected())
         })
     }
+}
 
+impl PendingEvents for MySqlStore {
     fn fetch_pending<'a>(
         &'a self,
         partition_count: i32,
@@ -296,10 +273,7 @@ impl OutboxStore for MySqlStore {
                 .bind(limit)
                 .fetch_all(&self.pool)
                 .await?;
-            Ok(rows
-                .iter()
-                .map(claimed_from_row)
-                .collect::<Result<_, _>>()?)
+            Ok(map_rows(&rows, claimed_from_row)?)
         })
     }
 
@@ -353,6 +327,12 @@ impl OutboxStore for MySqlStore {
             Ok(updated)
         })
     }
+}
+
+impl OperatorStore for MySqlStore {
+    fn migrate(&self) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(async move { Ok(outbox::migrate(&self.pool).await?) })
+    }
 
     fn delete_published(
         &self,
@@ -372,45 +352,16 @@ impl OutboxStore for MySqlStore {
     fn backlog(&self) -> BoxFuture<'_, Result<OutboxBacklog, Error>> {
         Box::pin(async move {
             let row = sqlx::query(BACKLOG).fetch_one(&self.pool).await?;
-            let oldest: Option<NaiveDateTime> = row.try_get("oldest_pending_at")?;
-            Ok(OutboxBacklog {
-                pending: row.try_get("pending")?,
-                dead: row.try_get("dead")?,
-                oldest_pending_at: oldest.map(|time| time.and_utc()),
-            })
+            Ok(backlog_from_row(&row)?)
         })
     }
 
     fn status(&self) -> BoxFuture<'_, Result<OutboxStatus, Error>> {
         Box::pin(async move {
             let row = sqlx::query(STATUS).fetch_one(&self.pool).await?;
-            let topics = sqlx::query(STATUS_TOPICS)
-                .fetch_all(&self.pool)
-                .await?
-                .iter()
-                .map(topic_status_from_row)
-                .collect::<Result<_, _>>()?;
-            let leases = sqlx::query(STATUS_LEASES)
-                .fetch_all(&self.pool)
-                .await?
-                .iter()
-                .map(live_lease_from_row)
-                .collect::<Result<_, _>>()?;
-            let oldest: Option<NaiveDateTime> = row.try_get("oldest_pending_at")?;
-            Ok(OutboxStatus {
-                pending: row.try_get("pending")?,
-                retrying: row.try_get("retrying")?,
-                in_flight: row.try_get("in_flight")?,
-                dead: row.try_get("dead")?,
-                published: row.try_get("published")?,
-                oldest_pending_at: oldest.map(|time| time.and_utc()),
-                oldest_pending_age_seconds: row.try_get("oldest_pending_age_seconds")?,
-                leased_partitions: row.try_get("leased_partitions")?,
-                partitions: row.try_get("partitions")?,
-                live_relays: row.try_get("live_relays")?,
-                topics,
-                leases,
-            })
+            let topics = sqlx::query(STATUS_TOPICS).fetch_all(&self.pool).await?;
+            let leases = sqlx::query(STATUS_LEASES).fetch_all(&self.pool).await?;
+            Ok(status_from_rows(&row, &topics, &leases)?)
         })
     }
 
@@ -448,10 +399,7 @@ impl OutboxStore for MySqlStore {
                 .bind(limit)
                 .fetch_all(&self.pool)
                 .await?;
-            Ok(rows
-                .iter()
-                .map(outbound_from_row)
-                .collect::<Result<_, _>>()?)
+            Ok(map_rows(&rows, outbound_from_row)?)
         })
     }
 
@@ -471,7 +419,7 @@ impl OutboxStore for MySqlStore {
                 .bind(limit)
                 .fetch_all(&self.pool)
                 .await?;
-            Ok(rows.iter().map(dead_from_row).collect::<Result<_, _>>()?)
+            Ok(map_rows(&rows, dead_from_row)?)
         })
     }
 
