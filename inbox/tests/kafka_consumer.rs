@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use outbox::Event;
 use outbox_inbox::kafka::{
-    ConsumerStats, DEAD_LETTER_REASON_HEADER, DEAD_LETTER_SOURCE_HEADER, KafkaConsumerConfig,
-    KafkaInboxConsumer,
+    DEAD_LETTER_REASON_HEADER, DEAD_LETTER_SOURCE_HEADER, KafkaConsumerConfig, KafkaInboxConsumer,
 };
-use outbox_inbox::{BoxError, Inbox, InboxBackend, TypedHandler};
+use outbox_inbox::{BoxError, ConsumerStats, Inbox, InboxBackend, TypedHandler};
 use outbox_testkit::{TestBackend, TestDatabase};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;

@@ -1,7 +1,8 @@
 //! The RabbitMQ inbox consumer against a real RabbitMQ and real databases:
-//! messages published the way the relay publishes them (CONTRACT §3) are
-//! applied once however often they arrive, failures are retried a bounded
-//! number of times, and poison ends in the dead-letter queue.
+//! messages published the way the relay publishes them
+//! (`docs/wire-format.md`) are applied once however often they arrive,
+//! failures are retried a bounded number of times, and poison ends in the
+//! dead-letter queue.
 //!
 //! RabbitMQ is found through `OUTBOX_TEST_AMQP_URL` (default
 //! `amqp://guest:guest@127.0.0.1:5672/%2f`); a broker that cannot be reached
@@ -20,10 +21,11 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use outbox_inbox::rabbitmq::{
-    ATTEMPTS_HEADER, ConsumerStats, DEAD_LETTER_REASON_HEADER, RabbitMqConsumerConfig,
-    RabbitMqInboxConsumer,
+    ATTEMPTS_HEADER, DEAD_LETTER_REASON_HEADER, RabbitMqConsumerConfig, RabbitMqInboxConsumer,
 };
-use outbox_inbox::{BoxError, DecodeError, Handler, Inbox, InboxBackend, IncomingEvent};
+use outbox_inbox::{
+    BoxError, ConsumerStats, DecodeError, Handler, Inbox, InboxBackend, IncomingEvent,
+};
 use outbox_testkit::{TestBackend, TestDatabase};
 use serde::{Deserialize, Serialize};
 use sqlx::Transaction;
