@@ -36,21 +36,27 @@
 //! OpenTelemetry span (or a `tracing` span bridged to one) carries the
 //! span's W3C `traceparent` in its headers, so consumers continue the
 //! producer's trace; see the `trace_context` module.
+//!
+//! [`wire`] names every CloudEvents attribute and header the relay writes
+//! and the inbox reads; [`mask_password`] makes a URL safe to log.
 
 mod backend;
 mod error;
 mod event;
+mod mask_password;
 mod message;
 mod migrate;
 mod migration_lock;
 mod options;
 #[cfg(feature = "opentelemetry")]
 pub mod trace_context;
+pub mod wire;
 mod writer;
 
 pub use backend::{Backend, MIGRATIONS_TABLE};
 pub use error::Error;
 pub use event::Event;
+pub use mask_password::mask_password;
 pub use message::{MAX_NAME_CHARS, MAX_SOURCE_CHARS, OutboxMessage};
 pub use migrate::migrate;
 pub use migration_lock::POSTGRES_MIGRATION_LOCK_KEY;

@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use crate::{Error, Event};
+use crate::{Error, Event, wire};
 
 /// Longest `event_type`, `aggregate_type`, `aggregate_id` and `topic`, in
 /// characters. The same on every backend, so an event valid on one is valid
@@ -14,20 +14,6 @@ use crate::{Error, Event};
 pub const MAX_NAME_CHARS: usize = 255;
 /// Longest `source`, in characters.
 pub const MAX_SOURCE_CHARS: usize = 1024;
-
-/// CloudEvents context attributes that a header may not shadow.
-const RESERVED_ATTRIBUTE_NAMES: &[&str] = &[
-    "id",
-    "source",
-    "specversion",
-    "type",
-    "datacontenttype",
-    "dataschema",
-    "subject",
-    "time",
-    "data",
-    "data_base64",
-];
 
 /// One event as it will be stored in `outbox_events`: the contract columns,
 /// with the payload already serialized.
@@ -207,12 +193,9 @@ impl OutboxMessage {
     fn check_header_name(&self, name: &str) -> Result<(), Error> {
         let reason = if name.is_empty() {
             Some("is empty".to_owned())
-        } else if !name
-            .bytes()
-            .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit())
-        {
+        } else if !wire::is_valid_attribute_name(name) {
             Some("must consist of lowercase ASCII letters and digits, as CloudEvents extension attribute names do".to_owned())
-        } else if RESERVED_ATTRIBUTE_NAMES.contains(&name) {
+        } else if wire::CONTEXT_ATTRIBUTE_NAMES.contains(&name) {
             Some("is a CloudEvents context attribute and cannot be set as a header".to_owned())
         } else {
             None

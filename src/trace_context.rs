@@ -82,9 +82,9 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 use crate::OutboxMessage;
 
 /// The header carrying the W3C `traceparent`.
-pub const TRACEPARENT_HEADER: &str = "traceparent";
+pub const TRACEPARENT_HEADER: &str = crate::wire::TRACEPARENT_ATTRIBUTE;
 /// The header carrying the W3C `tracestate`.
-pub const TRACESTATE_HEADER: &str = "tracestate";
+pub const TRACESTATE_HEADER: &str = crate::wire::TRACESTATE_ATTRIBUTE;
 
 /// The W3C trace context of one span, as it is stored in `headers`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -612,7 +612,8 @@ async fn billing_consumer_invoices_each_order_once_when_an_event_arrives_twice()
     assert_eq!(totals.published, 2);
     assert!(
         stdout.contains(
-            "stopped: 2 invoice(s) recorded, 1 duplicate(s) ignored, 0 retried, 0 dead-lettered"
+            "stopped: 2 invoice(s) recorded, 1 duplicate(s) ignored, 0 retried, 0 dead-lettered, \
+             0 database outage(s) waited out"
         ),
         "{stdout}"
     );

@@ -97,8 +97,13 @@ async fn consume(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let stats = consumer.run(stop).await?;
     pool.close().await;
     println!(
-        "stopped: {} invoice(s) recorded, {} duplicate(s) ignored, {} retried, {} dead-lettered",
-        stats.processed, stats.duplicates, stats.retried, stats.dead_lettered
+        "stopped: {} invoice(s) recorded, {} duplicate(s) ignored, {} retried, {} dead-lettered, \
+         {} database outage(s) waited out",
+        stats.processed,
+        stats.duplicates,
+        stats.retried,
+        stats.dead_lettered,
+        stats.database_outages
     );
     Ok(())
 }

@@ -34,6 +34,12 @@ pub enum Error {
     #[error("amqp: {0}")]
     Amqp(#[from] lapin::Error),
 
+    /// The broker did not take a dead letter: it nacked it, could not
+    /// route it, or did not confirm it in time. The message stays
+    /// unacknowledged and dead-lettering is tried again.
+    #[error("dead letter not accepted: {0}")]
+    DeadLetter(String),
+
     /// A setting is out of range.
     #[error("invalid inbox setting: {0}")]
     Config(String),

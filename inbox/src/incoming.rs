@@ -9,16 +9,10 @@ use outbox::Event;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
+use outbox::wire::{self, TRACEPARENT_ATTRIBUTE, TRACESTATE_ATTRIBUTE};
+pub use outbox::wire::{EVENT_VERSION_ATTRIBUTE, REPLAY_ATTRIBUTE};
+
 use crate::error::DecodeError;
-use crate::trace_context::{TRACEPARENT_ATTRIBUTE, TRACESTATE_ATTRIBUTE};
-
-/// The extension attribute carrying the payload's schema version.
-pub const EVENT_VERSION_ATTRIBUTE: &str = "eventversion";
-
-/// The extension attribute `outbox-relay replay` sets, to `"true"`, on every
-/// event it re-publishes (Kafka header `ce_outboxreplay`, AMQP header
-/// `cloudEvents:outboxreplay`).
-pub const REPLAY_ATTRIBUTE: &str = "outboxreplay";
 
 /// One received CloudEvent, binding-independent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,9 +46,9 @@ impl IncomingEvent {
                 .filter(|value| !value.trim().is_empty())
                 .ok_or(DecodeError::MissingAttribute { attribute })
         };
-        let id = take("id")?;
-        let event_type = take("type")?;
-        let source = take("source")?;
+        let id = take(wire::ID_ATTRIBUTE)?;
+        let event_type = take(wire::TYPE_ATTRIBUTE)?;
+        let source = take(wire::SOURCE_ATTRIBUTE)?;
         Ok(IncomingEvent {
             id,
             event_type,
@@ -65,7 +59,8 @@ impl IncomingEvent {
     }
 
     /// Build from Kafka headers in the CloudEvents Kafka binding (binary
-    /// mode): `ce_<attribute>` headers and the value as the payload. Plain
+    /// mode): `ce_<attribute>` headers, `content-type` as `datacontenttype`,
+    /// and the value as the payload. Plain
     /// W3C `traceparent` / `tracestate` headers stand in for missing
     /// `ce_traceparent` / `ce_tracestate`.
     ///
@@ -79,7 +74,7 @@ impl IncomingEvent {
         let mut attributes = BTreeMap::new();
         let mut plain_trace_headers = Vec::new();
         for (name, bytes) in headers {
-            let Some(attribute) = name.strip_prefix("ce_") else {
+            let Some(attribute) = wire::attribute_of_kafka_header(name) else {
                 if let Some(value) = plain_trace_header(name, bytes) {
                     plain_trace_headers.push((name.to_owned(), value));
                 }
@@ -113,10 +108,7 @@ impl IncomingEvent {
         let mut attributes = BTreeMap::new();
         let mut plain_trace_headers = Vec::new();
         for (name, value) in headers {
-            let attribute = name
-                .strip_prefix("cloudEvents:")
-                .or_else(|| name.strip_prefix("cloudEvents_"));
-            match attribute {
+            match wire::attribute_of_amqp_header(&name) {
                 Some(attribute) => {
                     attributes.insert(attribute.to_owned(), value);
                 }
@@ -127,12 +119,12 @@ impl IncomingEvent {
         stand_in_for_trace_attributes(&mut attributes, plain_trace_headers);
         if let Some(message_id) = message_id {
             attributes
-                .entry("id".to_owned())
+                .entry(wire::ID_ATTRIBUTE.to_owned())
                 .or_insert_with(|| message_id.to_owned());
         }
         if let Some(message_type) = message_type {
             attributes
-                .entry("type".to_owned())
+                .entry(wire::TYPE_ATTRIBUTE.to_owned())
                 .or_insert_with(|| message_type.to_owned());
         }
         IncomingEvent::from_attributes(attributes, body.to_vec())
@@ -169,13 +161,13 @@ impl IncomingEvent {
             serde_json::from_slice(json).map_err(|error| DecodeError::NotStructured {
                 reason: format!("not a JSON object: {error}"),
             })?;
-        if members.contains_key("data_base64") {
+        if members.contains_key(wire::DATA_BASE64_MEMBER) {
             return Err(DecodeError::NotStructured {
                 reason: "binary data (`data_base64`) is not supported; events carry JSON `data`"
                     .to_owned(),
             });
         }
-        let data = members.remove("data");
+        let data = members.remove(wire::DATA_MEMBER);
         let mut attributes = BTreeMap::new();
         for (name, raw) in members {
             let value: serde_json::Value =
@@ -196,7 +188,7 @@ impl IncomingEvent {
             attributes.insert(name, text);
         }
         let json_data = attributes
-            .get("datacontenttype")
+            .get(wire::DATACONTENTTYPE_ATTRIBUTE)
             .is_none_or(|content_type| is_json_content_type(content_type));
         let payload = match data {
             None => Vec::new(),
@@ -234,7 +226,7 @@ impl IncomingEvent {
     pub fn is_replay(&self) -> bool {
         self.attributes
             .get(REPLAY_ATTRIBUTE)
-            .is_some_and(|value| value.trim().eq_ignore_ascii_case("true"))
+            .is_some_and(|value| value.trim().eq_ignore_ascii_case(wire::REPLAY_MARK))
     }
 
     /// The W3C `traceparent` the message carries, if any.

@@ -1,13 +1,18 @@
 //! The inbox: apply each event's effects once, in the handler's own
-//! transaction, on PostgreSQL, MySQL / MariaDB or SQLite (CONTRACT §5).
+//! transaction, on PostgreSQL, MySQL / MariaDB or SQLite (`README.md`,
+//! "Read side: the inbox"; the table is in `docs/schema.md`).
 //!
 //! [`Inbox`] is the core. [`IncomingEvent`] turns a message written by the
-//! relay (Kafka headers or AMQP properties) into a typed
-//! `#[derive(Event)]` struct.
+//! relay (Kafka headers or AMQP properties, `docs/wire-format.md`) into a
+//! typed `#[derive(Event)]` struct.
 //!
-//! The adapters run each handler attempt in an `inbox.handle` span
-//! ([`handler_span`]); with the `opentelemetry` feature it continues the
-//! producer's trace from the message's W3C `traceparent`.
+//! The [`kafka`] and [`rabbitmq`] adapters run every message through one
+//! delivery policy (`docs/inbox.md`): decode, process in the inbox
+//! transaction, classify the result, back off, dead-letter poison and
+//! messages out of attempts. Both treat a database outage the same way and
+//! report the same [`ConsumerStats`]. They run each handler attempt in an
+//! `inbox.handle` span ([`handler_span`]); with the `opentelemetry` feature
+//! it continues the producer's trace from the message's W3C `traceparent`.
 
 mod backend;
 mod error;
@@ -15,8 +20,10 @@ mod handler;
 mod inbox;
 mod incoming;
 pub mod kafka;
+mod policy;
 mod prune;
 pub mod rabbitmq;
+mod stats;
 mod trace_context;
 
 pub use backend::InboxBackend;
@@ -25,4 +32,5 @@ pub use handler::{Handler, TypedHandler, typed};
 pub use inbox::{Inbox, Outcome};
 pub use incoming::{EVENT_VERSION_ATTRIBUTE, IncomingEvent, REPLAY_ATTRIBUTE};
 pub use prune::{PruneSettings, prune_once, prune_until_stopped};
+pub use stats::ConsumerStats;
 pub use trace_context::{TRACEPARENT_ATTRIBUTE, TRACESTATE_ATTRIBUTE, handler_span};

@@ -14,10 +14,7 @@
 
 use crate::incoming::IncomingEvent;
 
-/// The W3C `traceparent` attribute.
-pub const TRACEPARENT_ATTRIBUTE: &str = "traceparent";
-/// The W3C `tracestate` attribute.
-pub const TRACESTATE_ATTRIBUTE: &str = "tracestate";
+pub use outbox::wire::{TRACEPARENT_ATTRIBUTE, TRACESTATE_ATTRIBUTE};
 
 /// The span one handler attempt runs in: `inbox.handle`, with the
 /// consumer, event id and event type, parented on the message's trace

@@ -3,7 +3,10 @@
 //! databases. Start them with `scripts/test.sh --services-only`.
 //!
 //! Messages are produced with plain rdkafka exactly as the relay writes
-//! them: CloudEvents binary mode, `ce_*` headers, key = aggregate id.
+//! them: CloudEvents binary mode, `ce_*` headers, key = aggregate id
+//! (`support::kafka`).
+
+mod support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -12,23 +15,21 @@ use std::time::Duration;
 
 use outbox::Event;
 use outbox_inbox::kafka::{
-    ConsumerStats, DEAD_LETTER_REASON_HEADER, DEAD_LETTER_SOURCE_HEADER, KafkaConsumerConfig,
-    KafkaInboxConsumer,
+    DEAD_LETTER_REASON_HEADER, DEAD_LETTER_SOURCE_HEADER, KafkaConsumerConfig, KafkaInboxConsumer,
 };
-use outbox_inbox::{BoxError, Inbox, InboxBackend, TypedHandler};
+use outbox_inbox::{BoxError, ConsumerStats, Inbox, InboxBackend, TypedHandler};
 use outbox_testkit::{TestBackend, TestDatabase};
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
-use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use sqlx::Transaction;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
+
+use crate::support::kafka::{
+    CATCH_UP, Outgoing, cloud_event, create_topic, group_progress, produce, read_topic,
+    require_broker, unique, wait_until_committed,
+};
+use crate::support::shuffled;
 
 /// The event of these tests: a credit to an account, numbered per account.
 #[derive(Debug, Clone, Serialize, Deserialize, Event)]
@@ -44,242 +45,8 @@ struct AccountCredited {
     seq: i64,
 }
 
-/// Longest wait for the consumer to catch up.
-const CATCH_UP: Duration = Duration::from_secs(90);
-
 const CREATE_EFFECTS: &str = "CREATE TABLE effects (event_id VARCHAR(64) NOT NULL, \
      account VARCHAR(64) NOT NULL, seq BIGINT NOT NULL, applied BIGINT NOT NULL)";
-
-// ---------------------------------------------------------------- broker --
-
-fn brokers() -> String {
-    std::env::var("OUTBOX_TEST_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".to_owned())
-}
-
-/// Fails the test, naming the broker, when nothing answers on its port.
-async fn require_broker() -> String {
-    let brokers = brokers();
-    let first = brokers.split(',').next().unwrap_or_default().to_owned();
-    let connected = tokio::time::timeout(
-        Duration::from_secs(3),
-        tokio::net::TcpStream::connect(&first),
-    )
-    .await;
-    if !matches!(connected, Ok(Ok(_))) {
-        panic!(
-            "the Kafka broker (tansu) is not reachable at {first}; start the test services with \
-             `scripts/test.sh --services-only` or set OUTBOX_TEST_KAFKA_BROKERS"
-        );
-    }
-    brokers
-}
-
-fn unique(prefix: &str) -> String {
-    format!("outbox-inbox-test-{prefix}-{}", Uuid::now_v7().simple())
-}
-
-async fn create_topic(brokers: &str, topic: &str, partitions: i32) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .expect("kafka admin client");
-    let results = admin
-        .create_topics(
-            [&NewTopic::new(
-                topic,
-                partitions,
-                TopicReplication::Fixed(1),
-            )],
-            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
-        )
-        .await
-        .expect("create_topics request");
-    for result in results {
-        result.expect("topic created");
-    }
-}
-
-/// A message as the test produces it.
-struct Outgoing {
-    key: String,
-    headers: Vec<(String, String)>,
-    value: Vec<u8>,
-}
-
-/// `event` as the relay publishes it, with CloudEvents id `id`.
-fn cloud_event<E: Event>(event: &E, id: &str) -> Outgoing {
-    let payload = event.payload().expect("payload").get().as_bytes().to_vec();
-    Outgoing {
-        key: event.aggregate_id(),
-        headers: vec![
-            ("ce_specversion".to_owned(), "1.0".to_owned()),
-            ("ce_id".to_owned(), id.to_owned()),
-            ("ce_source".to_owned(), E::SOURCE.to_owned()),
-            ("ce_type".to_owned(), E::EVENT_TYPE.to_owned()),
-            ("ce_time".to_owned(), "2025-01-01T00:00:00Z".to_owned()),
-            ("content-type".to_owned(), "application/json".to_owned()),
-            ("ce_aggregatetype".to_owned(), E::AGGREGATE_TYPE.to_owned()),
-            ("ce_eventversion".to_owned(), E::EVENT_VERSION.to_string()),
-            ("ce_partitionkey".to_owned(), event.aggregate_id()),
-        ],
-        value: payload,
-    }
-}
-
-fn producer(brokers: &str) -> FutureProducer {
-    ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("linger.ms", "0")
-        .create()
-        .expect("kafka producer")
-}
-
-/// Produce `messages` in order, each acknowledged before the next.
-async fn produce(brokers: &str, topic: &str, messages: &[Outgoing]) {
-    let producer = producer(brokers);
-    for message in messages {
-        let mut headers = OwnedHeaders::new_with_capacity(message.headers.len());
-        for (name, value) in &message.headers {
-            headers = headers.insert(Header {
-                key: name.as_str(),
-                value: Some(value.as_str()),
-            });
-        }
-        producer
-            .send(
-                FutureRecord::to(topic)
-                    .key(message.key.as_str())
-                    .payload(message.value.as_slice())
-                    .headers(headers),
-                Duration::from_secs(10),
-            )
-            .await
-            .map_err(|(error, _)| error)
-            .expect("message produced");
-    }
-}
-
-/// Committed offsets of `group` and high watermarks, per partition.
-fn group_progress(
-    brokers: &str,
-    group: &str,
-    topic: &str,
-    partitions: i32,
-) -> Vec<(Option<i64>, i64)> {
-    let probe: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("kafka probe consumer");
-    let mut list = TopicPartitionList::new();
-    for partition in 0..partitions {
-        list.add_partition(topic, partition);
-    }
-    let committed = probe
-        .committed_offsets(list, Duration::from_secs(10))
-        .expect("committed offsets");
-    (0..partitions)
-        .map(|partition| {
-            let offset =
-                committed
-                    .find_partition(topic, partition)
-                    .and_then(|element| match element.offset() {
-                        Offset::Offset(offset) => Some(offset),
-                        _ => None,
-                    });
-            let (_, high) = probe
-                .fetch_watermarks(topic, partition, Duration::from_secs(10))
-                .expect("watermarks");
-            (offset, high)
-        })
-        .collect()
-}
-
-/// Wait until `group` committed every partition of `topic` to its end.
-async fn wait_until_committed(brokers: &str, group: &str, topic: &str, partitions: i32) {
-    let deadline = tokio::time::Instant::now() + CATCH_UP;
-    loop {
-        let (brokers_owned, group_owned, topic_owned) =
-            (brokers.to_owned(), group.to_owned(), topic.to_owned());
-        let progress = tokio::task::spawn_blocking(move || {
-            group_progress(&brokers_owned, &group_owned, &topic_owned, partitions)
-        })
-        .await
-        .expect("progress probe");
-        if progress
-            .iter()
-            .all(|(committed, high)| *high == 0 || *committed == Some(*high))
-        {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "group {group} did not commit {topic} to its end in {CATCH_UP:?}: {progress:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Read `count` messages of `topic` from its beginning.
-async fn read_topic(
-    brokers: &str,
-    topic: &str,
-    count: usize,
-) -> Vec<(Option<String>, HashMap<String, String>, Vec<u8>)> {
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", unique("reader"))
-        .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "false")
-        .set("session.timeout.ms", "6000")
-        .create()
-        .expect("kafka reader");
-    consumer.subscribe(&[topic]).expect("subscribe");
-    let mut messages = Vec::new();
-    let deadline = tokio::time::Instant::now() + CATCH_UP;
-    while messages.len() < count {
-        let received = tokio::time::timeout_at(deadline, consumer.recv())
-            .await
-            .unwrap_or_else(|_| {
-                panic!(
-                    "only {} of {count} messages arrived on {topic}",
-                    messages.len()
-                )
-            });
-        let message = match received {
-            Ok(message) => message,
-            Err(error) => {
-                eprintln!("reader error: {error}");
-                continue;
-            }
-        };
-        let headers = message
-            .headers()
-            .map(|headers| {
-                headers
-                    .iter()
-                    .map(|header| {
-                        (
-                            header.key.to_owned(),
-                            String::from_utf8_lossy(header.value.unwrap_or_default()).into_owned(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        messages.push((
-            message
-                .key()
-                .map(|key| String::from_utf8_lossy(key).into_owned()),
-            headers,
-            message.payload().unwrap_or_default().to_vec(),
-        ));
-    }
-    messages
-}
 
 // -------------------------------------------------------------- database --
 
@@ -414,18 +181,6 @@ async fn stop_and_collect(
         .expect("the consumer stops within 30 s")
         .expect("consumer task")
         .expect("consumer run")
-}
-
-/// A deterministic shuffle (xorshift), so a failure can be replayed.
-fn shuffled<T>(mut items: Vec<T>, seed: u64) -> Vec<T> {
-    let mut state = seed.max(1);
-    for index in (1..items.len()).rev() {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        items.swap(index, (state % (index as u64 + 1)) as usize);
-    }
-    items
 }
 
 fn credited(account: &str, seq: i64) -> AccountCredited {

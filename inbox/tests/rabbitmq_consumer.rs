@@ -1,33 +1,34 @@
 //! The RabbitMQ inbox consumer against a real RabbitMQ and real databases:
-//! messages published the way the relay publishes them (CONTRACT §3) are
-//! applied once however often they arrive, failures are retried a bounded
-//! number of times, and poison ends in the dead-letter queue.
+//! messages published the way the relay publishes them
+//! (`docs/wire-format.md`) are applied once however often they arrive,
+//! failures are retried a bounded number of times, and poison ends in the
+//! dead-letter queue.
 //!
 //! RabbitMQ is found through `OUTBOX_TEST_AMQP_URL` (default
 //! `amqp://guest:guest@127.0.0.1:5672/%2f`); a broker that cannot be reached
-//! fails the test with a message naming it.
+//! fails the test with a message naming it (`support::rabbitmq`).
 
-use std::collections::{BTreeMap, HashMap};
+mod support;
+
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use lapin::options::{
-    BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
-    ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
-};
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use outbox_inbox::rabbitmq::{
-    ATTEMPTS_HEADER, ConsumerStats, DEAD_LETTER_REASON_HEADER, RabbitMqConsumerConfig,
-    RabbitMqInboxConsumer,
+    ATTEMPTS_HEADER, DEAD_LETTER_REASON_HEADER, RabbitMqConsumerConfig, RabbitMqInboxConsumer,
 };
-use outbox_inbox::{BoxError, DecodeError, Handler, Inbox, InboxBackend, IncomingEvent};
+use outbox_inbox::{
+    BoxError, ConsumerStats, DecodeError, Handler, Inbox, InboxBackend, IncomingEvent,
+};
 use outbox_testkit::{TestBackend, TestDatabase};
 use serde::{Deserialize, Serialize};
 use sqlx::Transaction;
 use tokio_util::sync::CancellationToken;
+
+use crate::support::rabbitmq::{Broker, close_connections_named, unique_name};
+use crate::support::shuffled;
 
 const CREATE_EFFECTS: &str = "CREATE TABLE effects (event_id VARCHAR(64) NOT NULL)";
 const CONSUMER: &str = "billing";
@@ -46,278 +47,14 @@ struct PaymentReceived {
     cents: i64,
 }
 
-fn amqp_url() -> String {
-    std::env::var("OUTBOX_TEST_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
-
-fn unique_name(prefix: &str) -> String {
-    format!("outbox-inbox-{prefix}-{}", uuid::Uuid::now_v7().simple())
-}
-
-/// A deterministic shuffle (xorshift), so a failure can be replayed.
-fn shuffled<T>(mut items: Vec<T>, seed: u64) -> Vec<T> {
-    let mut state = seed.max(1);
-    for index in (1..items.len()).rev() {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        items.swap(index, (state % (index as u64 + 1)) as usize);
-    }
-    items
-}
-
-/// The relay's side: a topic exchange (the event's `topic`) with the
-/// consumer's queue bound to it, and a publisher writing messages as the
-/// relay does.
-struct Broker {
-    connection: Connection,
-    channel: Channel,
-    exchange: String,
-    queue: String,
-}
-
-impl Broker {
-    async fn new(prefix: &str) -> Broker {
-        let url = amqp_url();
-        let connected = tokio::time::timeout(
-            Duration::from_secs(10),
-            Connection::connect(&url, ConnectionProperties::default()),
-        )
-        .await;
-        let connection = match connected {
-            Ok(Ok(connection)) => connection,
-            Ok(Err(error)) => panic!(
-                "RabbitMQ is not reachable at {url}: {error}; start the test services with `scripts/test.sh --services-only`"
-            ),
-            Err(_) => panic!(
-                "RabbitMQ at {url} did not answer within 10 s; start the test services with `scripts/test.sh --services-only`"
-            ),
-        };
-        let channel = connection.create_channel().await.expect("channel");
-        channel
-            .confirm_select(ConfirmSelectOptions::default())
-            .await
-            .expect("confirm mode");
-        let exchange = unique_name(&format!("{prefix}-x"));
-        let queue = unique_name(prefix);
-        channel
-            .exchange_declare(
-                exchange.as_str().into(),
-                ExchangeKind::Topic,
-                ExchangeDeclareOptions {
-                    durable: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("declare exchange");
-        channel
-            .queue_declare(
-                queue.as_str().into(),
-                QueueDeclareOptions {
-                    durable: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("declare queue");
-        channel
-            .queue_bind(
-                queue.as_str().into(),
-                exchange.as_str().into(),
-                "#".into(),
-                QueueBindOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .expect("bind queue");
-        Broker {
-            connection,
-            channel,
-            exchange,
-            queue,
-        }
-    }
-
-    fn config(&self) -> RabbitMqConsumerConfig {
-        let mut config = RabbitMqConsumerConfig::new(amqp_url(), self.queue.clone());
-        config.retry_base_delay = Duration::from_millis(50);
-        config.retry_max_delay = Duration::from_millis(200);
-        config
-    }
-
-    fn dead_letter_queue(&self) -> String {
-        format!("{}.dlq", self.queue)
-    }
-
-    /// Publish one message as the relay would; `id` `None` leaves out both
-    /// the `message_id` property and the `cloudEvents:id` header.
-    async fn publish_raw(&self, id: Option<&str>, event_type: &str, body: &[u8]) {
-        let mut headers = FieldTable::default();
-        let mut attributes = BTreeMap::from([
-            ("specversion", "1.0".to_owned()),
-            ("source", "/payments".to_owned()),
-            ("type", event_type.to_owned()),
-            ("time", "2026-01-01T00:00:00Z".to_owned()),
-            ("partitionkey", "p".to_owned()),
-            ("aggregatetype", "payment".to_owned()),
-            ("eventversion", "1".to_owned()),
-            ("datacontenttype", "application/json".to_owned()),
-        ]);
-        if let Some(id) = id {
-            attributes.insert("id", id.to_owned());
-        }
-        for (name, value) in attributes {
-            headers.insert(
-                ShortString::from(format!("cloudEvents:{name}")),
-                AMQPValue::LongString(LongString::from(value)),
-            );
-        }
-        let mut properties = BasicProperties::default()
-            .with_content_type("application/json".into())
-            .with_delivery_mode(2)
-            .with_type(event_type.into())
-            .with_timestamp(1_767_225_600)
-            .with_headers(headers);
-        if let Some(id) = id {
-            properties = properties.with_message_id(id.into());
-        }
-        let confirm = self
-            .channel
-            .basic_publish(
-                self.exchange.as_str().into(),
-                event_type.into(),
-                BasicPublishOptions {
-                    mandatory: true,
-                    immediate: false,
-                },
-                body,
-                properties,
-            )
-            .await
-            .expect("publish");
-        let confirmation = confirm.await.expect("confirm");
-        assert!(confirmation.is_ack(), "publish not acked");
-        assert!(confirmation.take_message().is_none(), "message unroutable");
-    }
-
-    async fn publish_payment(&self, id: &str) {
-        let payment = PaymentReceived {
-            payment_id: id.to_owned(),
-            cents: 100,
-        };
-        let body = serde_json::to_vec(&payment).expect("json");
-        self.publish_raw(Some(id), "payment.received", &body).await;
-    }
-
-    /// Ready messages in `queue`; 0 while it does not exist yet (a passive
-    /// declare of a missing queue closes its channel, so it gets its own).
-    async fn message_count(&self, queue: &str) -> u32 {
-        let channel = self.connection.create_channel().await.expect("channel");
-        let declared = channel
-            .queue_declare(
-                queue.into(),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await;
-        match declared {
-            Ok(found) => {
-                let _ = channel.close(200, "OK".into()).await;
-                found.message_count()
-            }
-            Err(error) if error.to_string().contains("NOT_FOUND") => 0,
-            Err(error) => panic!("queue {queue}: {error}"),
-        }
-    }
-
-    /// Take every message of the dead-letter queue: (headers as text, body).
-    async fn take_dead_letters(&self) -> Vec<(HashMap<String, String>, Vec<u8>)> {
-        let mut messages = Vec::new();
-        let queue = self.dead_letter_queue();
-        while let Some(message) = self
-            .channel
-            .basic_get(queue.as_str().into(), BasicGetOptions { no_ack: true })
-            .await
-            .expect("basic_get")
-        {
-            let headers = message
-                .delivery
-                .properties
-                .headers()
-                .as_ref()
-                .map(|table| {
-                    table
-                        .inner()
-                        .iter()
-                        .map(|(name, value)| (name.to_string(), text(value)))
-                        .collect()
-                })
-                .unwrap_or_default();
-            messages.push((headers, message.delivery.data.clone()));
-        }
-        messages
-    }
-}
-
-/// Delete the queues and exchanges of the test, also when it failed (on a
-/// thread of its own: `Drop` cannot await).
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let queues = [self.queue.clone(), self.dead_letter_queue()];
-        let exchanges = [self.exchange.clone(), format!("{}.dlx", self.queue)];
-        let cleanup = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            runtime.block_on(async move {
-                let url = amqp_url();
-                let connecting = Connection::connect(&url, ConnectionProperties::default());
-                let Ok(Ok(connection)) =
-                    tokio::time::timeout(Duration::from_secs(5), connecting).await
-                else {
-                    eprintln!("cannot connect to RabbitMQ to delete the test queues {queues:?}");
-                    return;
-                };
-                if let Ok(channel) = connection.create_channel().await {
-                    for queue in &queues {
-                        let _ = channel
-                            .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
-                            .await;
-                    }
-                    for exchange in &exchanges {
-                        let _ = channel
-                            .exchange_delete(
-                                exchange.as_str().into(),
-                                ExchangeDeleteOptions::default(),
-                            )
-                            .await;
-                    }
-                }
-                let _ = connection.close(200, "OK".into()).await;
-            });
-        });
-        let _ = cleanup.join();
-    }
-}
-
-fn text(value: &AMQPValue) -> String {
-    match value {
-        AMQPValue::LongString(text) => String::from_utf8_lossy(text.as_bytes()).into_owned(),
-        AMQPValue::ShortString(text) => text.to_string(),
-        AMQPValue::LongLongInt(number) => number.to_string(),
-        AMQPValue::LongInt(number) => number.to_string(),
-        other => format!("{other:?}"),
-    }
+/// Publish a `payment.received` of 100 cents with payment id and event id
+/// `id`.
+async fn publish_payment(broker: &Broker, id: &str) {
+    let payment = PaymentReceived {
+        payment_id: id.to_owned(),
+        cents: 100,
+    };
+    broker.publish_event(id, &payment).await;
 }
 
 /// What the test handler saw and how it misbehaves.
@@ -492,7 +229,7 @@ async fn triple_delivery_in_shuffled_order_applies_each_event_once<
         .flat_map(|id| [id.clone(), id.clone(), id.clone()])
         .collect();
     for id in shuffled(deliveries, 0x5eed) {
-        broker.publish_payment(&id).await;
+        publish_payment(&broker, &id).await;
     }
 
     let probe = Arc::new(Probe::default());
@@ -522,7 +259,7 @@ async fn racing_duplicates_through_two_consumers_apply_once<DB: InboxBackend + T
     let probe = Arc::new(Probe::default());
     *probe.pause.lock().expect("pause") = Duration::from_millis(500);
     for _ in 0..4 {
-        broker.publish_payment("raced").await;
+        publish_payment(&broker, "raced").await;
     }
 
     // Two consumers on one queue, each taking two messages at a time: all
@@ -570,9 +307,9 @@ async fn a_failing_handler_is_retried_and_applied_once<DB: InboxBackend + TestBa
         .lock()
         .expect("failures")
         .insert("flaky".to_owned(), 2);
-    broker.publish_payment("steady-1").await;
-    broker.publish_payment("flaky").await;
-    broker.publish_payment("steady-2").await;
+    publish_payment(&broker, "steady-1").await;
+    publish_payment(&broker, "flaky").await;
+    publish_payment(&broker, "steady-2").await;
 
     let running = start(inbox, &probe, broker.config());
     eventually("the flaky event applied", || async {
@@ -616,7 +353,7 @@ async fn poison_goes_to_the_dead_letter_queue_and_consuming_continues<
     broker
         .publish_raw(Some("unknown-type"), "payment.refunded", good_body)
         .await;
-    broker.publish_payment("fine").await;
+    publish_payment(&broker, "fine").await;
 
     let running = start(inbox, &probe, broker.config());
     eventually("three dead letters", || async {
@@ -679,7 +416,7 @@ async fn exhausted_attempts_go_to_the_dead_letter_queue<DB: InboxBackend + TestB
         .lock()
         .expect("failures")
         .insert("doomed".to_owned(), u32::MAX);
-    broker.publish_payment("doomed").await;
+    publish_payment(&broker, "doomed").await;
 
     let mut config = broker.config();
     config.max_attempts = 4;
@@ -711,52 +448,6 @@ async fn exhausted_attempts_go_to_the_dead_letter_queue<DB: InboxBackend + TestB
     assert_eq!(broker.message_count(&broker.queue).await, 0, "all acked");
 }
 
-/// Close, on the broker's side, every connection whose client name
-/// contains `name` (as a broker restart or a network cut would drop it).
-fn close_connections_named(name: &str) -> usize {
-    let listing = std::process::Command::new("rabbitmqctl")
-        .args([
-            "list_connections",
-            "--quiet",
-            "--no-table-headers",
-            "pid",
-            "client_properties",
-        ])
-        .output()
-        .unwrap_or_else(|error| {
-            panic!("rabbitmqctl (of the RabbitMQ test service) cannot be run: {error}")
-        });
-    assert!(
-        listing.status.success(),
-        "rabbitmqctl list_connections failed: {}",
-        String::from_utf8_lossy(&listing.stderr)
-    );
-    let mut closed = 0;
-    for line in String::from_utf8_lossy(&listing.stdout).lines() {
-        if !line.contains(name) {
-            continue;
-        }
-        let Some(pid) = line.split('\t').next() else {
-            continue;
-        };
-        let closing = std::process::Command::new("rabbitmqctl")
-            .args([
-                "close_connection",
-                pid.trim(),
-                "closed by the reconnect test",
-            ])
-            .output()
-            .expect("rabbitmqctl close_connection");
-        assert!(
-            closing.status.success(),
-            "rabbitmqctl close_connection {pid} failed: {}",
-            String::from_utf8_lossy(&closing.stderr)
-        );
-        closed += 1;
-    }
-    closed
-}
-
 async fn a_lost_connection_is_reopened_and_unacked_messages_dedup<
     DB: InboxBackend + TestBackend,
 >(
@@ -769,7 +460,7 @@ async fn a_lost_connection_is_reopened_and_unacked_messages_dedup<
     let broker = Broker::new("reconnect").await;
     let probe = Arc::new(Probe::default());
     probe.gate_closed.store(true, Ordering::SeqCst);
-    broker.publish_payment("held").await;
+    publish_payment(&broker, "held").await;
 
     let running = start(inbox, &probe, broker.config());
     eventually("the handler running", || async { probe.runs("held") == 1 }).await;
@@ -785,7 +476,7 @@ async fn a_lost_connection_is_reopened_and_unacked_messages_dedup<
         probe.decodes() >= 2
     })
     .await;
-    broker.publish_payment("after").await;
+    publish_payment(&broker, "after").await;
     eventually("the event published after the reconnect", || async {
         db.count("SELECT COUNT(*) FROM effects WHERE event_id = 'after'")
             .await

@@ -1,4 +1,5 @@
-//! The `outbox-relay` command line (CONTRACT §4).
+//! The `outbox-relay` command line, described in `docs/operations.md`
+//! (Command line).
 
 use std::path::PathBuf;
 

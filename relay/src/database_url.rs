@@ -8,6 +8,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+pub use outbox::mask_password;
+
 use crate::Error;
 
 /// The database the relay runs on when neither `--database-url` nor the
@@ -276,49 +278,4 @@ impl<'a> UrlParts<'a> {
             after_authority: &rest[end..],
         }
     }
-}
-
-/// Replaces the password of a URL (`scheme://user:PASSWORD@host`) and of a
-/// `password=` query parameter with `***`.
-///
-/// Errs on the side of masking: when a password holds an unencoded `/`, `?`
-/// or `#`, so that the URL's authority seems to have no `@`, everything
-/// from the first `:` to the last `@` is masked.
-pub fn mask_password(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return mask_query_password(url);
-    };
-    let (head, rest) = url.split_at(scheme_end + 3);
-    let authority = UrlParts::split(rest).authority;
-    let userinfo_end = match authority.rfind('@') {
-        Some(at) => Some(at),
-        // No `@` in the authority, but one later: the password may hold an
-        // unencoded separator. Mask if a `:` comes before the separator.
-        None if authority.contains(':') => rest.rfind('@'),
-        None => None,
-    };
-    let masked = match userinfo_end {
-        Some(at) => match rest[..at].find(':') {
-            Some(colon) => format!("{head}{}:***{}", &rest[..colon], &rest[at..]),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
-    };
-    mask_query_password(&masked)
-}
-
-/// Masks the value of any `password=` query parameter.
-fn mask_query_password(url: &str) -> String {
-    let Some(question) = url.find('?') else {
-        return url.to_owned();
-    };
-    let (before_query, query) = url.split_at(question + 1);
-    let pairs: Vec<String> = query
-        .split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
-            _ => pair.to_owned(),
-        })
-        .collect();
-    format!("{before_query}{}", pairs.join("&"))
 }

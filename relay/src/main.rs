@@ -1,4 +1,5 @@
-//! `outbox-relay`: see `outbox-relay --help` and CONTRACT §4.
+//! `outbox-relay`: see `outbox-relay --help` and the command line in
+//! `docs/operations.md`.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

@@ -1,5 +1,6 @@
 //! The relay binary end to end: every committed event reaches the real
-//! broker with the CONTRACT §3 attributes, in order per aggregate.
+//! broker with the attributes of `docs/wire-format.md`, in order per
+//! aggregate.
 
 mod support;
 

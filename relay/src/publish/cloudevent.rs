@@ -6,9 +6,10 @@
 //! version and it has no AMQP binding. Each publisher maps the attributes
 //! listed by [`CloudEvent::attributes`] to its own headers instead:
 //! `ce_<name>` on Kafka, `cloudEvents:<name>` on RabbitMQ, and the JSON
-//! event format (structured mode) on stdout.
+//! event format (structured mode) on stdout. Every name comes from
+//! [`outbox::wire`], which the inbox reads with.
 //!
-//! Attributes (CONTRACT §3):
+//! Attributes (`docs/wire-format.md`):
 //!
 //! | attribute | value |
 //! |---|---|
@@ -27,54 +28,35 @@
 use chrono::SecondsFormat;
 use cloudevents::event::{ExtensionValue, SpecVersion};
 use cloudevents::{AttributesReader, Event, EventBuilder, EventBuilderV10};
+use outbox::wire;
 
 use crate::OutboundEvent;
 use crate::publish::PublishFailure;
 
-/// The CloudEvents spec version every event is published with.
-pub const SPEC_VERSION: &str = "1.0";
-
-/// The `datacontenttype` of every event: the payload is JSON.
-pub const CONTENT_TYPE_JSON: &str = "application/json";
+pub use outbox::wire::{CONTENT_TYPE_JSON, REPLAY_MARK, SPEC_VERSION, is_valid_attribute_name};
 
 /// Extension attribute carrying `aggregate_type`.
-pub const EXTENSION_AGGREGATE_TYPE: &str = "aggregatetype";
+pub const EXTENSION_AGGREGATE_TYPE: &str = wire::AGGREGATE_TYPE_ATTRIBUTE;
 
 /// Extension attribute carrying `event_version`, the payload's schema version.
-pub const EXTENSION_EVENT_VERSION: &str = "eventversion";
+pub const EXTENSION_EVENT_VERSION: &str = wire::EVENT_VERSION_ATTRIBUTE;
 
 /// Extension attribute carrying `aggregate_id` (CloudEvents Partitioning
 /// extension).
-pub const EXTENSION_PARTITION_KEY: &str = "partitionkey";
+pub const EXTENSION_PARTITION_KEY: &str = wire::PARTITION_KEY_ATTRIBUTE;
 
 /// Extension attribute marking a re-publication by `outbox-relay replay`,
 /// with the value [`REPLAY_MARK`]; absent on the relay's own publications.
 /// Kafka carries it as header `ce_outboxreplay`, RabbitMQ as
 /// `cloudEvents:outboxreplay`.
-pub const EXTENSION_REPLAY: &str = "outboxreplay";
+pub const EXTENSION_REPLAY: &str = wire::REPLAY_ATTRIBUTE;
 
-/// The value of [`EXTENSION_REPLAY`] on a replayed event.
-pub const REPLAY_MARK: &str = "true";
-
-/// Names a `headers` entry may not take: the CloudEvents context attributes,
-/// the members reserved by the JSON event format, and the extensions the
-/// relay sets itself.
-const RESERVED_NAMES: &[&str] = &[
-    "specversion",
-    "id",
-    "source",
-    "type",
-    "time",
-    "datacontenttype",
-    "dataschema",
-    "subject",
-    "data",
-    "data_base64",
-    EXTENSION_AGGREGATE_TYPE,
-    EXTENSION_EVENT_VERSION,
-    EXTENSION_PARTITION_KEY,
-    EXTENSION_REPLAY,
-];
+/// Whether a `headers` entry may not become an extension attribute: the
+/// CloudEvents context attributes, the members reserved by the JSON event
+/// format, and the extensions the relay sets itself.
+fn is_reserved_name(name: &str) -> bool {
+    wire::CONTEXT_ATTRIBUTE_NAMES.contains(&name) || wire::RELAY_EXTENSION_NAMES.contains(&name)
+}
 
 /// The CloudEvents attributes of one outbox event, without its data.
 ///
@@ -128,7 +110,7 @@ impl CloudEvent {
                 );
                 continue;
             }
-            if RESERVED_NAMES.contains(&name.as_str()) {
+            if is_reserved_name(name) {
                 tracing::warn!(
                     event_id = %outbound.event_id,
                     header = %name,
@@ -177,15 +159,15 @@ impl CloudEvent {
             SpecVersion::V10 => SPEC_VERSION.to_owned(),
             other => other.to_string(),
         };
-        attributes.push(("specversion", spec_version));
-        attributes.push(("id", event.id().to_owned()));
-        attributes.push(("source", event.source().to_string()));
-        attributes.push(("type", event.ty().to_owned()));
+        attributes.push((wire::SPECVERSION_ATTRIBUTE, spec_version));
+        attributes.push((wire::ID_ATTRIBUTE, event.id().to_owned()));
+        attributes.push((wire::SOURCE_ATTRIBUTE, event.source().to_string()));
+        attributes.push((wire::TYPE_ATTRIBUTE, event.ty().to_owned()));
         if let Some(time) = self.time_rfc3339() {
-            attributes.push(("time", time));
+            attributes.push((wire::TIME_ATTRIBUTE, time));
         }
         if let Some(content_type) = event.datacontenttype() {
-            attributes.push(("datacontenttype", content_type.to_owned()));
+            attributes.push((wire::DATACONTENTTYPE_ATTRIBUTE, content_type.to_owned()));
         }
         attributes.extend(self.extensions());
         attributes
@@ -219,15 +201,6 @@ impl CloudEvent {
         event.set_data(CONTENT_TYPE_JSON, data);
         Ok(event)
     }
-}
-
-/// Whether `name` is a valid CloudEvents attribute name: one or more
-/// lowercase ASCII letters or digits.
-pub fn is_valid_attribute_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit())
 }
 
 fn extension_text(value: &ExtensionValue) -> String {

@@ -1,0 +1,89 @@
+//! The queues and exchanges a consumer needs: its queue, which must exist,
+//! and the dead-letter exchange, declared with its queue by default.
+
+use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::types::{FieldTable, ShortString};
+use lapin::{Channel, ExchangeKind};
+
+use super::config::{MAX_NAME_BYTES, RabbitMqConsumerConfig};
+
+/// Check with a passive declare that the consumer's queue exists; its name.
+pub(crate) async fn check_queue(
+    channel: &Channel,
+    config: &RabbitMqConsumerConfig,
+) -> Result<ShortString, lapin::Error> {
+    let queue = short(&config.queue)?;
+    channel
+        .queue_declare(
+            queue.clone(),
+            QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    Ok(queue)
+}
+
+/// Check that a configured dead-letter exchange exists; without one,
+/// declare the durable fanout exchange `<queue>.dlx` bound to the durable
+/// queue `<queue>.dlq`.
+pub(crate) async fn declare_dead_letter_topology(
+    channel: &Channel,
+    config: &RabbitMqConsumerConfig,
+) -> Result<(), lapin::Error> {
+    let exchange = short(&config.dead_letter_exchange_name())?;
+    if config.dead_letter_exchange.is_some() {
+        let passive = ExchangeDeclareOptions {
+            passive: true,
+            ..ExchangeDeclareOptions::default()
+        };
+        return channel
+            .exchange_declare(
+                exchange,
+                ExchangeKind::Fanout,
+                passive,
+                FieldTable::default(),
+            )
+            .await;
+    }
+    let durable = ExchangeDeclareOptions {
+        durable: true,
+        ..ExchangeDeclareOptions::default()
+    };
+    channel
+        .exchange_declare(
+            exchange.clone(),
+            ExchangeKind::Fanout,
+            durable,
+            FieldTable::default(),
+        )
+        .await?;
+    let dead_letter_queue = short(&config.default_dead_letter_queue_name())?;
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(dead_letter_queue.clone(), durable, FieldTable::default())
+        .await?;
+    channel
+        .queue_bind(
+            dead_letter_queue,
+            exchange,
+            ShortString::from(""),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+}
+
+fn short(name: &str) -> Result<ShortString, lapin::Error> {
+    ShortString::try_new(name).map_err(|_| {
+        lapin::Error::from(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("AMQP name longer than {MAX_NAME_BYTES} bytes: {name:.40}..."),
+        ))
+    })
+}

@@ -1,0 +1,272 @@
+//! [`TcpProxy`]: a loopback TCP proxy in front of a real server, which a
+//! test severs and restores to cut a client off its server without
+//! touching the server (which other tests share).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Forwards connections from a loopback port to an upstream `host:port`.
+///
+/// [`TcpProxy::sever`] closes every forwarded connection at once, as a
+/// network cut or a server crash would, and makes the proxy close every
+/// new connection right after accepting it; [`TcpProxy::restore`] makes it
+/// forward again. Point the client under test at [`TcpProxy::route`] of
+/// the server's URL; the test's own connections go to the server directly.
+///
+/// ```no_run
+/// # async fn example() {
+/// let proxy = outbox_testkit::TcpProxy::in_front_of("postgres://postgres@127.0.0.1:5432/test").await;
+/// let url = proxy.route("postgres://postgres@127.0.0.1:5432/test");
+/// // ... connect the code under test to `url` ...
+/// proxy.sever();
+/// // ... the code under test sees its database go away ...
+/// proxy.restore();
+/// # let _ = url; }
+/// ```
+#[derive(Debug)]
+pub struct TcpProxy {
+    address: SocketAddr,
+    state: Arc<ProxyState>,
+    accepting: JoinHandle<()>,
+}
+
+#[derive(Debug)]
+struct ProxyState {
+    upstream: String,
+    severed: AtomicBool,
+    /// Bumped by every sever: each forwarded connection ends when it moves.
+    cuts: watch::Sender<u64>,
+    refused: AtomicU64,
+    cut_connections: AtomicU64,
+}
+
+impl TcpProxy {
+    /// A proxy on an ephemeral loopback port forwarding to `upstream`
+    /// (`host:port`).
+    ///
+    /// # Panics
+    /// When no loopback port can be bound.
+    pub async fn start(upstream: impl Into<String>) -> TcpProxy {
+        let listener = TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap_or_else(|error| panic!("the test proxy cannot bind a loopback port: {error}"));
+        let address = listener
+            .local_addr()
+            .unwrap_or_else(|error| panic!("the test proxy has no local address: {error}"));
+        let state = Arc::new(ProxyState {
+            upstream: upstream.into(),
+            severed: AtomicBool::new(false),
+            cuts: watch::Sender::new(0),
+            refused: AtomicU64::new(0),
+            cut_connections: AtomicU64::new(0),
+        });
+        let accepting = tokio::spawn(accept(listener, Arc::clone(&state)));
+        TcpProxy {
+            address,
+            state,
+            accepting,
+        }
+    }
+
+    /// A proxy forwarding to the server `url` names (its `host:port`, the
+    /// scheme's default port when it names none).
+    ///
+    /// # Panics
+    /// When `url` names no host, or as [`TcpProxy::start`].
+    pub async fn in_front_of(url: &str) -> TcpProxy {
+        let upstream = server_address(url)
+            .unwrap_or_else(|| panic!("the test proxy cannot find a host:port in {url}"));
+        TcpProxy::start(upstream).await
+    }
+
+    /// The proxy's own address.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// `url` with its `host:port` replaced by the proxy's address.
+    pub fn route(&self, url: &str) -> String {
+        let Some((start, end)) = host_span(url) else {
+            return url.to_owned();
+        };
+        format!("{}{}{}", &url[..start], self.address, &url[end..])
+    }
+
+    /// Close every forwarded connection now, and every new one as soon as
+    /// it is accepted, until [`TcpProxy::restore`].
+    pub fn sever(&self) {
+        self.state.severed.store(true, Ordering::SeqCst);
+        self.state.cuts.send_modify(|cuts| *cuts += 1);
+    }
+
+    /// Forward new connections again.
+    pub fn restore(&self) {
+        self.state.severed.store(false, Ordering::SeqCst);
+    }
+
+    /// Connections closed right after they were accepted, while severed.
+    pub fn refused_connections(&self) -> u64 {
+        self.state.refused.load(Ordering::SeqCst)
+    }
+
+    /// Forwarded connections closed by [`TcpProxy::sever`].
+    pub fn cut_connections(&self) -> u64 {
+        self.state.cut_connections.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for TcpProxy {
+    fn drop(&mut self) {
+        self.accepting.abort();
+        self.state.cuts.send_modify(|cuts| *cuts += 1);
+    }
+}
+
+/// Accept connections until the proxy is dropped.
+async fn accept(listener: TcpListener, state: Arc<ProxyState>) {
+    loop {
+        let client = match listener.accept().await {
+            Ok((client, _)) => client,
+            Err(error) => {
+                eprintln!("the test proxy cannot accept a connection: {error}");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        // Subscribed before the check: a sever after it still cuts this one.
+        let cuts = state.cuts.subscribe();
+        if state.severed.load(Ordering::SeqCst) {
+            state.refused.fetch_add(1, Ordering::SeqCst);
+            drop(client);
+            continue;
+        }
+        tokio::spawn(forward(client, cuts, Arc::clone(&state)));
+    }
+}
+
+/// Copy bytes both ways between `client` and the upstream until either
+/// side closes or the proxy is severed.
+async fn forward(mut client: TcpStream, mut cuts: watch::Receiver<u64>, state: Arc<ProxyState>) {
+    let copying = async {
+        let mut server = match TcpStream::connect(&state.upstream).await {
+            Ok(server) => server,
+            Err(error) => {
+                eprintln!("the test proxy cannot reach {}: {error}", state.upstream);
+                return;
+            }
+        };
+        // Either side closing ends the connection; how is of no interest.
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+    };
+    tokio::select! {
+        () = copying => {}
+        _ = cuts.changed() => {
+            state.cut_connections.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Where the `host:port` of `url` starts and ends: after `scheme://` and
+/// any `user:password@`, up to the path, query or fragment.
+fn host_span(url: &str) -> Option<(usize, usize)> {
+    let start = url.find("://")? + 3;
+    let rest = &url[start..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let host_start = rest[..authority_end].rfind('@').map_or(0, |at| at + 1);
+    Some((start + host_start, start + authority_end))
+}
+
+/// The `host:port` the server `url` names, with the scheme's default port
+/// when it names none.
+fn server_address(url: &str) -> Option<String> {
+    let (start, end) = host_span(url)?;
+    let host = &url[start..end];
+    if host.is_empty() {
+        return None;
+    }
+    if host
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| port.parse::<u16>().is_ok())
+    {
+        return Some(host.to_owned());
+    }
+    let port = match url[..url.find(':')?].to_ascii_lowercase().as_str() {
+        "postgres" | "postgresql" => 5432,
+        "mysql" | "mariadb" => 3306,
+        "amqp" => 5672,
+        "amqps" => 5671,
+        _ => return None,
+    };
+    Some(format!("{host}:{port}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    #[test]
+    fn finds_the_server_of_a_url() {
+        assert_eq!(
+            server_address("postgres://postgres@127.0.0.1:5432/test").as_deref(),
+            Some("127.0.0.1:5432")
+        );
+        assert_eq!(
+            server_address("mysql://root:pw@db/app?ssl-mode=disabled").as_deref(),
+            Some("db:3306")
+        );
+        assert_eq!(server_address("sqlite://outbox.db"), None);
+    }
+
+    /// An echo server on loopback; its address.
+    async fn echo_server() -> SocketAddr {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let (mut reader, mut writer) = stream.split();
+                    let _ = tokio::io::copy(&mut reader, &mut writer).await;
+                });
+            }
+        });
+        address
+    }
+
+    async fn echoes(stream: &mut TcpStream) -> bool {
+        if stream.write_all(b"ping").await.is_err() {
+            return false;
+        }
+        let mut answer = [0_u8; 4];
+        stream.read_exact(&mut answer).await.is_ok() && &answer == b"ping"
+    }
+
+    #[tokio::test]
+    async fn routes_a_url_and_cuts_and_restores_connections() {
+        let proxy = TcpProxy::start(echo_server().await.to_string()).await;
+        assert_eq!(
+            proxy.route("postgres://u:pw@db.example:5432/test?x=1"),
+            format!("postgres://u:pw@{}/test?x=1", proxy.address())
+        );
+
+        let mut open = TcpStream::connect(proxy.address()).await.expect("connect");
+        assert!(echoes(&mut open).await, "forwarded");
+
+        proxy.sever();
+        assert!(!echoes(&mut open).await, "an open connection is cut");
+        let mut refused = TcpStream::connect(proxy.address()).await.expect("connect");
+        assert!(!echoes(&mut refused).await, "a new connection is closed");
+        assert_eq!(proxy.refused_connections(), 1);
+        assert_eq!(proxy.cut_connections(), 1);
+
+        proxy.restore();
+        let mut again = TcpStream::connect(proxy.address()).await.expect("connect");
+        assert!(echoes(&mut again).await, "forwarded again");
+    }
+}
