@@ -19,10 +19,8 @@ use outbox_relay::config::RoutingKey;
 use outbox_relay::publish::{
     PublishFailure, Publisher, RabbitMqPublisher, RabbitMqPublisherConfig,
 };
-use support::proxy::TcpProxy;
+use outbox_testkit::TcpProxy;
 use uuid::Uuid;
-
-mod support;
 
 fn amqp_url() -> String {
     std::env::var("OUTBOX_TEST_AMQP_URL")
@@ -515,25 +513,13 @@ async fn exchange_deleted_after_first_use_is_rejected_and_the_channel_replaced()
 }
 
 fn proxied_url(proxy: &TcpProxy) -> String {
-    let uri: lapin::uri::AMQPUri = amqp_url().parse().expect("valid AMQP URL");
-    let vhost = uri.vhost.replace('%', "%25").replace('/', "%2f");
-    format!(
-        "amqp://{}:{}@{}/{vhost}",
-        uri.authority.userinfo.username,
-        uri.authority.userinfo.password,
-        proxy.address()
-    )
-}
-
-fn upstream() -> String {
-    let uri: lapin::uri::AMQPUri = amqp_url().parse().expect("valid AMQP URL");
-    format!("{}:{}", uri.authority.host, uri.authority.port)
+    proxy.route(&amqp_url())
 }
 
 #[tokio::test]
 async fn lost_connection_is_unavailable_then_reconnected() {
     let fixture = Fixture::new(ExchangeKind::Topic, &["#"]).await;
-    let proxy = TcpProxy::start(&upstream()).await;
+    let proxy = TcpProxy::in_front_of(&amqp_url()).await;
     let publisher = publisher_for(&proxied_url(&proxy));
     let mut sequence = 0;
     let mut next_event = || {
@@ -565,7 +551,7 @@ async fn lost_connection_is_unavailable_then_reconnected() {
     assert_eq!(publisher.client_rebuilds(), 1, "one new connection");
 
     // Broker unreachable: every event Unavailable.
-    proxy.cut();
+    proxy.sever();
     let mut saw_disconnected = false;
     for _ in 0..3 {
         let outcomes = publisher.publish(&[next_event(), next_event()]).await;
@@ -592,7 +578,7 @@ async fn lost_connection_is_unavailable_then_reconnected() {
 #[tokio::test]
 async fn a_connection_that_goes_silent_is_replaced_after_the_confirm_timeout() {
     let fixture = Fixture::new(ExchangeKind::Topic, &["#"]).await;
-    let proxy = TcpProxy::start(&upstream()).await;
+    let proxy = TcpProxy::in_front_of(&amqp_url()).await;
     let mut config = RabbitMqPublisherConfig::new(proxied_url(&proxy));
     config.confirm_timeout = Duration::from_secs(1);
     config.connect_timeout = Duration::from_secs(3);

@@ -9,14 +9,13 @@ use std::time::Duration;
 
 use outbox_relay::publish::{KafkaPublisher, KafkaPublisherConfig, Publisher};
 use outbox_relay::{DatabaseUrl, Relay, RelayConfig, open_store};
-use outbox_testkit::TestDatabase;
+use outbox_testkit::{TcpProxy, TestDatabase};
 use support::brokers::{
     Collected, amqp_url, kafka_brokers, kafka_topic_consumer, rabbitmq_exchange_consumer,
     unique_name,
 };
 use support::http::{endpoint_address, get, sample};
 use support::process::{RelayProcess, wait_until};
-use support::proxy::TcpProxy;
 use support::workload::{check_delivery, enqueue_events};
 use tokio_util::sync::CancellationToken;
 
@@ -280,8 +279,8 @@ async fn a_relay_cut_off_from_rabbitmq_stands_by_and_rejoins_once_it_reaches_it(
     let exchange = unique_name("rejoin");
     let collected = rabbitmq_exchange_consumer(&exchange).await;
     outbox::migrate(db.pool()).await.expect("migrate");
-    let proxy = TcpProxy::start("127.0.0.1:5672").await;
-    let proxied_url = amqp_url().replace("127.0.0.1:5672", proxy.address());
+    let proxy = TcpProxy::in_front_of(&amqp_url()).await;
+    let proxied_url = proxy.route(&amqp_url());
     assert_ne!(
         proxied_url,
         amqp_url(),
@@ -300,7 +299,7 @@ async fn a_relay_cut_off_from_rabbitmq_stands_by_and_rejoins_once_it_reaches_it(
     wait_for_delivery(&db, &collected, enqueued.len(), Duration::from_secs(60)).await;
 
     // Cut off from the broker, it hands its partitions to the other relay.
-    proxy.cut();
+    proxy.sever();
     let more = enqueue_events(db.pool(), &exchange, EVENTS_PER_ROUND, 100, 100).await;
     enqueued.extend(more);
     let handed_over = wait_until(Duration::from_secs(90), || async {

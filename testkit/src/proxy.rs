@@ -41,6 +41,9 @@ struct ProxyState {
     severed: AtomicBool,
     /// Bumped by every sever: each forwarded connection ends when it moves.
     cuts: watch::Sender<u64>,
+    /// Bumped by every stall: each forwarded connection goes silent when it
+    /// moves.
+    stalls: watch::Sender<u64>,
     refused: AtomicU64,
     cut_connections: AtomicU64,
 }
@@ -62,6 +65,7 @@ impl TcpProxy {
             upstream: upstream.into(),
             severed: AtomicBool::new(false),
             cuts: watch::Sender::new(0),
+            stalls: watch::Sender::new(0),
             refused: AtomicU64::new(0),
             cut_connections: AtomicU64::new(0),
         });
@@ -104,6 +108,19 @@ impl TcpProxy {
         self.state.cuts.send_modify(|cuts| *cuts += 1);
     }
 
+    /// Close every forwarded connection now; new ones are forwarded as
+    /// usual (a server that dropped its clients and is still there).
+    pub fn drop_connections(&self) {
+        self.state.cuts.send_modify(|cuts| *cuts += 1);
+    }
+
+    /// Every forwarded connection stops carrying bytes but stays open, like
+    /// a peer gone silent or a connection the server blocked; new ones are
+    /// forwarded as usual.
+    pub fn stall_connections(&self) {
+        self.state.stalls.send_modify(|stalls| *stalls += 1);
+    }
+
     /// Forward new connections again.
     pub fn restore(&self) {
         self.state.severed.store(false, Ordering::SeqCst);
@@ -140,18 +157,25 @@ async fn accept(listener: TcpListener, state: Arc<ProxyState>) {
         };
         // Subscribed before the check: a sever after it still cuts this one.
         let cuts = state.cuts.subscribe();
+        let stalls = state.stalls.subscribe();
         if state.severed.load(Ordering::SeqCst) {
             state.refused.fetch_add(1, Ordering::SeqCst);
             drop(client);
             continue;
         }
-        tokio::spawn(forward(client, cuts, Arc::clone(&state)));
+        tokio::spawn(forward(client, cuts, stalls, Arc::clone(&state)));
     }
 }
 
 /// Copy bytes both ways between `client` and the upstream until either
-/// side closes or the proxy is severed.
-async fn forward(mut client: TcpStream, mut cuts: watch::Receiver<u64>, state: Arc<ProxyState>) {
+/// side closes or the proxy is severed; after a stall, hold both sockets
+/// open and silent until then.
+async fn forward(
+    mut client: TcpStream,
+    mut cuts: watch::Receiver<u64>,
+    mut stalls: watch::Receiver<u64>,
+    state: Arc<ProxyState>,
+) {
     let copying = async {
         let mut server = match TcpStream::connect(&state.upstream).await {
             Ok(server) => server,
@@ -160,8 +184,11 @@ async fn forward(mut client: TcpStream, mut cuts: watch::Receiver<u64>, state: A
                 return;
             }
         };
-        // Either side closing ends the connection; how is of no interest.
-        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+        tokio::select! {
+            // Either side closing ends the connection; how is of no interest.
+            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+            _ = stalls.changed() => std::future::pending::<()>().await,
+        }
     };
     tokio::select! {
         () = copying => {}
@@ -268,5 +295,34 @@ mod tests {
         proxy.restore();
         let mut again = TcpStream::connect(proxy.address()).await.expect("connect");
         assert!(echoes(&mut again).await, "forwarded again");
+
+        proxy.drop_connections();
+        assert!(!echoes(&mut again).await, "a dropped connection is closed");
+        let mut after_drop = TcpStream::connect(proxy.address()).await.expect("connect");
+        assert!(
+            echoes(&mut after_drop).await,
+            "new connections are forwarded"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stalled_connection_stays_open_and_silent() {
+        let proxy = TcpProxy::start(echo_server().await.to_string()).await;
+        let mut stalled = TcpStream::connect(proxy.address()).await.expect("connect");
+        assert!(echoes(&mut stalled).await, "forwarded");
+        proxy.stall_connections();
+        stalled
+            .write_all(b"ping")
+            .await
+            .expect("the socket stays open");
+        let mut answer = [0_u8; 4];
+        let read = tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            stalled.read_exact(&mut answer),
+        )
+        .await;
+        assert!(read.is_err(), "a stalled connection carries nothing");
+        let mut fresh = TcpStream::connect(proxy.address()).await.expect("connect");
+        assert!(echoes(&mut fresh).await, "new connections are forwarded");
     }
 }

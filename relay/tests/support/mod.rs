@@ -7,5 +7,4 @@ pub mod brokers;
 pub mod dialect;
 pub mod http;
 pub mod process;
-pub mod proxy;
 pub mod workload;
