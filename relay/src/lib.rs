@@ -2,12 +2,12 @@
 //! partition leases and publishes them to Kafka, RabbitMQ or stdout as
 //! CloudEvents, keeping every guarantee of the outbox contract.
 
+mod batch;
 pub mod broker_url;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod database_url;
-mod dispatcher;
 mod error;
 pub mod http;
 mod leases;
@@ -22,15 +22,14 @@ mod retention;
 mod retry;
 pub mod store;
 mod wakeup;
-mod waves;
 
+pub use batch::{DispatchSettings, DispatchTotals};
 pub use broker_url::{BrokerUrl, DEFAULT_BROKER, resolve_broker_url};
 pub use config::{
     AmqpConfig, AmqpRoute, DeadLetterConfig, DeadLetterPolicy, HttpConfig, KafkaConfig,
     RelayConfig, RetentionConfig, RetryConfig, RoutingKey, parse_duration,
 };
 pub use database_url::{DEFAULT_DATABASE_URL, DatabaseUrl, mask_password, resolve_database_url};
-pub use dispatcher::{DispatchSettings, DispatchTotals};
 pub use error::Error;
 pub use leases::{Handover, LeaseKeeper, LeaseSnapshot};
 pub use metrics::{METRICS_CONTENT_TYPE, RelayMetrics};

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::Error;
-use crate::dispatcher::{DispatchSettings, DispatchTotals, Dispatcher};
+use crate::batch::{DispatchSettings, DispatchTotals, Dispatcher};
 use crate::leases::LeaseKeeper;
 use crate::metrics::RelayMetrics;
 use crate::publish::Publisher;

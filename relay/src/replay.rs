@@ -15,10 +15,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::Error;
+use crate::batch::waves::split_events_into_waves;
 use crate::config::parse_duration;
 use crate::publish::Publisher;
 use crate::store::{OperatorStore, ReplayWindow};
-use crate::waves::split_events_into_waves;
 
 /// A `--since` or `--until` value before it is resolved against the
 /// database's clock.

@@ -1,0 +1,85 @@
+//! Marks in flight: each batch's acknowledged events are marked published
+//! by one fenced statement in the background, overlapped with the next
+//! batches, and left out of fetches until their mark settles.
+
+use std::sync::Arc;
+
+use tokio::task::JoinHandle;
+
+use super::Dispatcher;
+use super::publish::BatchOutcome;
+use crate::Error;
+use crate::store::Lease;
+
+/// A mark in flight: the ids it was given and its task, which returns the
+/// rows it marked.
+pub(super) type MarkInFlight = (Vec<i64>, JoinHandle<Result<u64, Error>>);
+
+/// Marks of earlier batches that may run while the next batch publishes:
+/// each is one fenced `UPDATE`, so several overlap on the database.
+const MAX_MARKS_IN_FLIGHT: usize = 3;
+
+impl Dispatcher {
+    /// Record failures now; mark successes in the background, overlapped
+    /// with the next batches.
+    pub(super) async fn settle(&mut self, outcome: BatchOutcome, leases: Vec<Lease>) {
+        if !outcome.rejected.is_empty() {
+            self.record_rejections(&outcome.rejected, &leases).await;
+        }
+        if outcome.published.is_empty() {
+            return;
+        }
+        while self.marking.len() >= MAX_MARKS_IN_FLIGHT {
+            self.settle_oldest_mark().await;
+        }
+        self.unmarked.extend(outcome.published.iter().copied());
+        let store = Arc::clone(&self.store);
+        let relay_id = self.leases.relay_id().to_owned();
+        let partition_count = self.partition_count;
+        let ids = outcome.published;
+        let task_ids = ids.clone();
+        let task = tokio::spawn(async move {
+            store
+                .mark_published(&relay_id, partition_count, &leases, &task_ids)
+                .await
+        });
+        self.marking.push_back((ids, task));
+    }
+
+    /// Wait for every mark in flight and account for it.
+    pub(super) async fn finish_marking(&mut self) {
+        while !self.marking.is_empty() {
+            self.settle_oldest_mark().await;
+        }
+    }
+
+    /// Wait for the oldest mark in flight and account for it.
+    async fn settle_oldest_mark(&mut self) {
+        let Some((ids, task)) = self.marking.pop_front() else {
+            return;
+        };
+        for id in &ids {
+            self.unmarked.remove(id);
+        }
+        match task.await {
+            Ok(Ok(marked)) => {
+                self.totals.published += marked;
+                let stale = ids.len() as u64 - marked.min(ids.len() as u64);
+                if stale > 0 {
+                    self.totals.stale_marks += stale;
+                    self.metrics.record_stale_marks(stale);
+                    tracing::warn!(
+                        stale,
+                        "published events not marked: their partition lease was lost (they will be published again)"
+                    );
+                }
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(%error, events = ids.len(), "marking published events failed; they will be published again");
+            }
+            Err(error) => {
+                tracing::error!(%error, events = ids.len(), "the marking task failed; the events will be published again");
+            }
+        }
+    }
+}
