@@ -5,7 +5,7 @@
 mod batch;
 pub mod broker_url;
 pub mod cli;
-pub mod commands;
+pub use cli::commands;
 pub mod config;
 pub mod database_url;
 mod error;

@@ -1,0 +1,84 @@
+//! What each `outbox-relay` subcommand does, one file per subcommand:
+//! `run.rs` (the relay), `status.rs`, `dead.rs` and `replay.rs`; `migrate`
+//! is one statement, here.
+
+mod dead;
+mod replay;
+mod run;
+mod status;
+
+use crate::Error;
+use crate::broker_url::resolve_broker_url;
+use crate::cli::{Command, DatabaseArgs};
+use crate::config::RelayConfig;
+use crate::database_url::{DatabaseUrl, resolve_database_url};
+use crate::replay::ReplayTime;
+use crate::store::open_store;
+
+pub use run::relay_settings;
+
+pub(crate) fn environment(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+fn database_url(args: &DatabaseArgs) -> Result<DatabaseUrl, Error> {
+    resolve_database_url(args.database_url.as_deref(), environment)
+}
+
+/// Run one subcommand to completion.
+///
+/// # Errors
+/// Every failure, as one line naming the problem.
+pub async fn execute(command: Command) -> Result<(), Error> {
+    match command {
+        Command::Run {
+            database,
+            broker,
+            config,
+            skip_migrate,
+        } => {
+            // Everything that can be wrong with the input is checked before
+            // anything connects, let alone claims.
+            let database_url = database_url(&database)?;
+            let broker_url = resolve_broker_url(broker.as_deref(), environment)?;
+            let config = match config {
+                Some(path) => RelayConfig::load(path)?,
+                None => RelayConfig::default(),
+            };
+            run::run(database_url, broker_url, config, skip_migrate).await
+        }
+        Command::Migrate { database } => {
+            let store = open_store(&database_url(&database)?).await?;
+            store.migrate().await?;
+            println!("outbox schema is up to date");
+            Ok(())
+        }
+        Command::Status { database, json } => {
+            let store = open_store(&database_url(&database)?).await?;
+            let status = store.status().await?;
+            status::print_status(&status, json)
+        }
+        Command::Replay {
+            database,
+            broker,
+            config,
+            topic,
+            since,
+            until,
+        } => {
+            // As for `run`: every input is checked before anything connects.
+            let database_url = database_url(&database)?;
+            let broker_url = resolve_broker_url(broker.as_deref(), environment)?;
+            let config = match config {
+                Some(path) => RelayConfig::load(path)?,
+                None => RelayConfig::default(),
+            };
+            let since = ReplayTime::parse("--since", &since)?;
+            let until = until
+                .map(|text| ReplayTime::parse("--until", &text))
+                .transpose()?;
+            replay::run_replay(database_url, broker_url, config, &topic, since, until).await
+        }
+        Command::Dead { action } => dead::dead(action).await,
+    }
+}

@@ -1,0 +1,166 @@
+//! `outbox-relay run`: the relay, its HTTP endpoint, and the graceful stop
+//! on SIGTERM or SIGINT.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::broker_url::BrokerUrl;
+use crate::config::{DeadLetterPolicy, RelayConfig};
+use crate::database_url::DatabaseUrl;
+use crate::http::{HttpEndpoint, HttpState};
+use crate::metrics::RelayMetrics;
+use crate::publish::Publisher;
+use crate::publish_health::PublishHealth;
+use crate::publishers::build_publisher;
+use crate::store::open_store;
+use crate::wakeup::Wakeup;
+use crate::{DispatchSettings, Error, Relay, RelaySettings, RetentionSettings, RetryPolicy};
+
+pub(super) async fn run(
+    database_url: DatabaseUrl,
+    broker_url: BrokerUrl,
+    config: RelayConfig,
+    skip_migrate: bool,
+) -> Result<(), Error> {
+    let relay_id = config.instance_id.clone().unwrap_or_else(default_relay_id);
+    // Bind first: a taken port is a configuration error, reported before
+    // anything connects or is claimed.
+    let endpoint = HttpEndpoint::bind(config.http.listen).await?;
+    let publisher: Arc<dyn Publisher> = build_publisher(&broker_url, &config).await?;
+    let store = open_store(&database_url).await?;
+    if !skip_migrate {
+        store.migrate().await?;
+    }
+    let metrics = Arc::new(RelayMetrics::new());
+    let health = Arc::new(PublishHealth::new(config.effective_handover_after()));
+    let http_stop = CancellationToken::new();
+    let http_task = endpoint.serve(
+        HttpState {
+            store: Arc::clone(&store),
+            publisher: Arc::clone(&publisher),
+            metrics: Arc::clone(&metrics),
+            health: Arc::clone(&health),
+        },
+        http_stop.clone(),
+    );
+    tracing::info!(
+        relay_id = %relay_id,
+        database = %database_url,
+        broker = %broker_url,
+        "outbox relay ready"
+    );
+
+    let stop = CancellationToken::new();
+    let wakeup = Wakeup::new();
+    store.watch_commits(wakeup.clone(), stop.clone());
+    let settings = relay_settings(relay_id, &config);
+    let relay = Relay::new(Arc::clone(&store), publisher, settings)
+        .with_wakeup(wakeup)
+        .with_metrics(metrics)
+        .with_publish_health(health);
+    let mut relay_task = tokio::spawn(relay.run(stop.clone()));
+
+    tokio::select! {
+        signalled = wait_for_signal() => signalled?,
+        // The relay ends on its own only when it cannot start.
+        ended = &mut relay_task => {
+            http_stop.cancel();
+            stop_http_endpoint(http_task).await;
+            return match ended {
+                Ok(result) => result.map(|_| ()),
+                Err(join_error) => Err(Error::Shutdown(format!("the relay task failed: {join_error}"))),
+            };
+        }
+    }
+    tracing::info!("stop requested; finishing the batch in flight");
+    stop.cancel();
+    let stopped = tokio::time::timeout(config.shutdown_timeout, relay_task).await;
+    http_stop.cancel();
+    stop_http_endpoint(http_task).await;
+    match stopped {
+        Ok(Ok(result)) => result.map(|_| ()),
+        Ok(Err(join_error)) => Err(Error::Shutdown(format!(
+            "the relay task failed: {join_error}"
+        ))),
+        Err(_) => {
+            tracing::warn!(
+                timeout_ms = config.shutdown_timeout.as_millis() as u64,
+                "graceful stop timed out; leases expire on their own"
+            );
+            Err(Error::Shutdown(format!(
+                "graceful stop did not finish within {} ms",
+                config.shutdown_timeout.as_millis()
+            )))
+        }
+    }
+}
+
+/// Wait briefly for the HTTP endpoint to close its connections, then drop
+/// whatever a scraper still holds open.
+async fn stop_http_endpoint(task: tokio::task::JoinHandle<()>) {
+    let abort = task.abort_handle();
+    match tokio::time::timeout(HTTP_STOP_TIMEOUT, task).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::warn!(%error, "the http endpoint task failed"),
+        Err(_) => abort.abort(),
+    }
+}
+
+/// How long a stop waits for the HTTP endpoint's open connections.
+const HTTP_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The relay's settings from its configuration.
+pub fn relay_settings(relay_id: String, config: &RelayConfig) -> RelaySettings {
+    RelaySettings {
+        relay_id,
+        lease_duration: config.lease_duration,
+        dispatch: DispatchSettings {
+            batch_size: i64::from(config.batch_size),
+            publish_timeout: config.publish_timeout,
+            retry: RetryPolicy {
+                base_delay: config.retry.base_delay,
+                max_delay: config.retry.max_delay,
+                max_attempts: config.retry.max_attempts,
+                jitter: config.retry.jitter,
+            },
+            hold_dead: config.dead_letter.policy == DeadLetterPolicy::Hold,
+            poll_interval_min: config.poll_interval_min,
+            poll_interval_max: config.poll_interval_max,
+            handover_after: config.effective_handover_after(),
+        },
+        retention: config.retention.enabled.then(|| RetentionSettings {
+            keep_published: config.retention.published,
+            interval: config.retention.interval,
+            batch_size: i64::from(config.retention.batch_size),
+        }),
+    }
+}
+
+/// `host-pid-random`: unique per process, readable in `outbox_partitions`.
+fn default_relay_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "relay".to_owned());
+    let suffix = uuid::Uuid::now_v7().simple().to_string();
+    format!(
+        "{host}-{}-{}",
+        std::process::id(),
+        &suffix[suffix.len() - 6..]
+    )
+}
+
+/// Wait for SIGTERM or SIGINT.
+async fn wait_for_signal() -> Result<(), Error> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = terminate.recv() => tracing::info!(signal = "SIGTERM", "signal received"),
+        _ = interrupt.recv() => tracing::info!(signal = "SIGINT", "signal received"),
+    }
+    Ok(())
+}

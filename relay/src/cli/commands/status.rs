@@ -1,0 +1,86 @@
+//! `outbox-relay status`: the table's counts, per topic, and the live
+//! leases, as text or JSON.
+
+use crate::Error;
+use crate::store::{LiveLease, OutboxStatus};
+
+pub(super) fn print_status(status: &OutboxStatus, json: bool) -> Result<(), Error> {
+    if json {
+        let text = serde_json::to_string_pretty(status)?;
+        println!("{text}");
+        return Ok(());
+    }
+    let oldest = match (status.oldest_pending_at, status.oldest_pending_age_seconds) {
+        (Some(time), Some(age)) => format!("{} ({age}s ago)", time.to_rfc3339()),
+        (Some(time), None) => time.to_rfc3339(),
+        _ => "-".to_owned(),
+    };
+    println!("pending:            {}", status.pending);
+    println!("  waiting to retry: {}", status.retrying);
+    println!(
+        "  in flight:        {} (due now, in a partition with a live lease)",
+        status.in_flight
+    );
+    println!("dead:               {}", status.dead);
+    println!("published (kept):   {}", status.published);
+    println!("oldest pending:     {oldest}");
+    println!(
+        "leased partitions:  {}/{}",
+        status.leased_partitions, status.partitions
+    );
+    println!("live relays:        {}", status.live_relays);
+    if !status.topics.is_empty() {
+        let width = status
+            .topics
+            .iter()
+            .map(|topic| topic.topic.len())
+            .max()
+            .unwrap_or(0)
+            .max("topic".len());
+        println!();
+        println!(
+            "{:<width$}  {:>9}  {:>9}  {:>9}  {:>9}",
+            "topic", "pending", "retrying", "dead", "published"
+        );
+        for topic in &status.topics {
+            println!(
+                "{:<width$}  {:>9}  {:>9}  {:>9}  {:>9}",
+                topic.topic, topic.pending, topic.retrying, topic.dead, topic.published
+            );
+        }
+    }
+    println!();
+    if status.leases.is_empty() {
+        println!("live leases:        none");
+    } else {
+        println!("live leases:");
+        for (owner, leases) in leases_by_owner(&status.leases) {
+            let partitions: Vec<String> = leases
+                .iter()
+                .map(|lease| lease.partition_no.to_string())
+                .collect();
+            let first_expiry = leases
+                .iter()
+                .map(|lease| lease.expires_at)
+                .min()
+                .map(|time| time.to_rfc3339())
+                .unwrap_or_default();
+            println!(
+                "  {owner}: {} partition(s) [{}], first expiry {first_expiry}",
+                leases.len(),
+                partitions.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Leases grouped by owner, owners by name, each owner's by partition.
+fn leases_by_owner(leases: &[LiveLease]) -> std::collections::BTreeMap<&str, Vec<&LiveLease>> {
+    let mut grouped: std::collections::BTreeMap<&str, Vec<&LiveLease>> =
+        std::collections::BTreeMap::new();
+    for lease in leases {
+        grouped.entry(lease.owner.as_str()).or_default().push(lease);
+    }
+    grouped
+}
