@@ -55,8 +55,8 @@ use outbox_relay::publish::{
     RabbitMqPublisherConfig,
 };
 use outbox_relay::store::{
-    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, LeaseStore, OperatorStore,
-    OutboxBacklog, OutboxStatus, OutboxStore, PendingEvents, PostgresStore, ReplayWindow,
+    ClaimedEvent, DeadEvent, DeadSelector, EventSource, FailedAttempt, Lease, LeaseStore,
+    OperatorStore, OutboxBacklog, OutboxStatus, OutboxStore, PostgresStore, ReplayWindow,
 };
 use outbox_relay::{Error, OutboundEvent, Relay, RelayConfig, Wakeup};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -415,7 +415,7 @@ impl LeaseStore for TimedStore {
     }
 }
 
-impl PendingEvents for TimedStore {
+impl EventSource for TimedStore {
     fn fetch_pending<'a>(
         &'a self,
         partition_count: i32,

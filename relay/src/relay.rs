@@ -17,7 +17,7 @@ use crate::metrics::RelayMetrics;
 use crate::publish::Publisher;
 use crate::publish_health::PublishHealth;
 use crate::retention::{RetentionSettings, run_retention};
-use crate::store::{LeaseStore, OperatorStore, OutboxStore, PendingEvents};
+use crate::store::{EventSource, LeaseStore, OperatorStore, OutboxStore};
 use crate::wakeup::Wakeup;
 
 /// Settings of one relay instance.
@@ -41,6 +41,8 @@ pub struct Relay {
     wakeup: Wakeup,
     metrics: Arc<RelayMetrics>,
     health: Arc<PublishHealth>,
+    /// Where committed events come from; the store unless replaced.
+    events: Arc<dyn EventSource>,
 }
 
 impl Relay {
@@ -52,6 +54,7 @@ impl Relay {
     ) -> Self {
         let health = Arc::new(PublishHealth::new(settings.dispatch.handover_after));
         Relay {
+            events: store.clone() as Arc<dyn EventSource>,
             store,
             publisher,
             settings,
@@ -59,6 +62,13 @@ impl Relay {
             metrics: Arc::new(RelayMetrics::new()),
             health,
         }
+    }
+
+    /// Take committed events from `events` instead of polling the store's
+    /// table; leases, retention and operator reads still use the store.
+    pub fn with_event_source(mut self, events: Arc<dyn EventSource>) -> Self {
+        self.events = events;
+        self
     }
 
     /// Report publish health into `health` (e.g. one read by the HTTP
@@ -124,7 +134,7 @@ impl Relay {
         }
 
         let dispatcher = Dispatcher::new(
-            self.store.clone() as Arc<dyn PendingEvents>,
+            Arc::clone(&self.events),
             Arc::clone(&self.publisher),
             Arc::clone(&keeper),
             self.wakeup.clone(),

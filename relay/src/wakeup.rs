@@ -1,7 +1,7 @@
 //! [`Wakeup`]: wake the batch loop when events are committed.
 //!
 //! A store raises it where the database can tell of commits
-//! ([`PendingEvents::watch_commits`](crate::store::PendingEvents::watch_commits):
+//! ([`EventSource::watch_commits`](crate::store::EventSource::watch_commits):
 //! PostgreSQL's `NOTIFY`). Everywhere else, and as the fallback, the loop
 //! polls with an adaptive interval.
 

@@ -31,7 +31,7 @@ use crate::metrics::RelayMetrics;
 use crate::publish::Publisher;
 use crate::publish_health::PublishHealth;
 use crate::retry::RetryPolicy;
-use crate::store::{ClaimedEvent, Lease, PendingEvents};
+use crate::store::{ClaimedEvent, EventSource, Lease};
 use crate::wakeup::Wakeup;
 use marker::MarkInFlight;
 use waves::{AggregateKey, aggregate_key};
@@ -92,7 +92,7 @@ struct LoopState {
 
 /// The batch loop of one relay instance.
 pub struct Dispatcher {
-    store: Arc<dyn PendingEvents>,
+    store: Arc<dyn EventSource>,
     publisher: Arc<dyn Publisher>,
     leases: Arc<LeaseKeeper>,
     wakeup: Wakeup,
@@ -116,7 +116,7 @@ impl Dispatcher {
     /// A dispatcher; nothing runs until [`Dispatcher::run`].
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        store: Arc<dyn PendingEvents>,
+        store: Arc<dyn EventSource>,
         publisher: Arc<dyn Publisher>,
         leases: Arc<LeaseKeeper>,
         wakeup: Wakeup,

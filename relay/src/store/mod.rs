@@ -3,7 +3,7 @@
 //! row mapping they share (`rows.rs`), and three traits by who uses them:
 //!
 //! - [`LeaseStore`]: partition leases with fencing tokens, and heartbeats.
-//! - [`PendingEvents`]: the batch loop's hot path: fetch due events, mark
+//! - [`EventSource`]: the batch loop's hot path: fetch due events, mark
 //!   the acknowledged ones, record failures, watch for commits.
 //! - [`OperatorStore`]: status, `/metrics` gauges, dead events, replay
 //!   reads, migrations and retention.
@@ -14,10 +14,10 @@
 //! partition's lease token as acquired, and matches nothing once another
 //! instance has taken the partition over (or the lease has expired).
 
+mod event_source;
 mod leases;
 mod mysql;
 mod operator;
-mod pending;
 mod postgres;
 mod returning;
 pub(crate) mod rows;
@@ -27,10 +27,10 @@ mod types;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use event_source::EventSource;
 pub use leases::LeaseStore;
 pub use mysql::MySqlStore;
 pub use operator::OperatorStore;
-pub use pending::PendingEvents;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use types::{
@@ -49,9 +49,9 @@ const POOL_SIZE: u32 = 6;
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Every statement the relay runs: what one database gives it.
-pub trait OutboxStore: LeaseStore + PendingEvents + OperatorStore {}
+pub trait OutboxStore: LeaseStore + EventSource + OperatorStore {}
 
-impl<T: LeaseStore + PendingEvents + OperatorStore> OutboxStore for T {}
+impl<T: LeaseStore + EventSource + OperatorStore> OutboxStore for T {}
 
 /// Connect to the database `url` names, with the store of its backend.
 ///

@@ -18,8 +18,8 @@ use super::rows::{
 };
 use super::{ACQUIRE_TIMEOUT, POOL_SIZE};
 use super::{
-    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, LeaseStore, OperatorStore,
-    OutboxBacklog, OutboxStatus, PendingEvents, ReplayWindow,
+    ClaimedEvent, DeadEvent, DeadSelector, EventSource, FailedAttempt, Lease, LeaseStore,
+    OperatorStore, OutboxBacklog, OutboxStatus, ReplayWindow,
 };
 use crate::{Error, OutboundEvent};
 
@@ -251,7 +251,7 @@ impl LeaseStore for MySqlStore {
     }
 }
 
-impl PendingEvents for MySqlStore {
+impl EventSource for MySqlStore {
     fn fetch_pending<'a>(
         &'a self,
         partition_count: i32,

@@ -7,7 +7,7 @@
 //! invoke it with their differences.
 
 /// Implement [`LeaseStore`](crate::store::LeaseStore),
-/// [`PendingEvents`](crate::store::PendingEvents) and
+/// [`EventSource`](crate::store::EventSource) and
 /// [`OperatorStore`](crate::store::OperatorStore) for a store with a `pool`
 /// field.
 macro_rules! returning_statements {
@@ -24,8 +24,8 @@ macro_rules! returning_statements {
                 map_rows, outbound_from_row, seconds, selector_binds, status_from_rows,
             };
             use $crate::store::{
-                ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, LeaseStore,
-                OperatorStore, OutboxBacklog, OutboxStatus, PendingEvents, ReplayWindow,
+                ClaimedEvent, DeadEvent, DeadSelector, EventSource, FailedAttempt, Lease,
+                LeaseStore, OperatorStore, OutboxBacklog, OutboxStatus, ReplayWindow,
             };
             use $crate::wakeup::Wakeup;
             use $crate::{Error, OutboundEvent};
@@ -155,7 +155,7 @@ macro_rules! returning_statements {
                 }
             }
 
-            impl PendingEvents for $store {
+            impl EventSource for $store {
                 fn fetch_pending<'a>(
                     &'a self,
                     partition_count: i32,

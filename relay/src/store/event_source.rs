@@ -1,0 +1,78 @@
+//! [`EventSource`]: where the batch loop gets committed events from, and
+//! where it settles what the broker answered. It is the batch loop's one
+//! dependency on the database for events; leases come from
+//! [`LeaseStore`](super::LeaseStore), operator reads from
+//! [`OperatorStore`](super::OperatorStore).
+//!
+//! The polling stores implement it over the table, under partition leases.
+//! Another source (a stream of committed inserts, for instance) plugs into
+//! [`Relay`](crate::Relay) with
+//! [`Relay::with_event_source`](crate::Relay::with_event_source) and keeps
+//! the batch loop as it is, as long as it keeps the contract below.
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use super::{ClaimedEvent, FailedAttempt, Lease};
+use crate::Error;
+use crate::wakeup::Wakeup;
+
+/// Committed events in order, acknowledgement of published ones, and
+/// recording of failed ones.
+///
+/// The contract the batch loop relies on:
+/// - **Order.** [`EventSource::fetch_pending`] returns each aggregate's
+///   events in the order they must be published, and never an event whose
+///   aggregate has an earlier event that failed and waits for its retry
+///   (or is dead, with `hold_dead`).
+/// - **Exclusivity.** Events of one partition are handed only to the relay
+///   holding that partition's lease; a source without partitions treats
+///   `partitions` as the work this relay holds (one pseudo-partition for a
+///   single stream).
+/// - **Fencing.** [`EventSource::mark_published`] and
+///   [`EventSource::record_failures`] change nothing for events whose lease
+///   is no longer one of `leases`, and say so by the count they return.
+/// - **At least once.** An event not acknowledged and not recorded as
+///   failed is fetched again later, by this relay or by the next holder.
+pub trait EventSource: Send + Sync {
+    /// Pending events of `partitions` that are due, in id order, at most
+    /// `limit`, leaving out the ids in `exclude` (published, not yet
+    /// marked). An event is also left out while an earlier event of its
+    /// aggregate waits for a retry, or is dead and `hold_dead` is set.
+    fn fetch_pending<'a>(
+        &'a self,
+        partition_count: i32,
+        partitions: &'a [i32],
+        exclude: &'a [i64],
+        hold_dead: bool,
+        limit: i64,
+    ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>>;
+
+    /// Mark `ids` published, only where the lease of the row's partition is
+    /// one of `leases`, held by `relay_id` and unexpired. Returns the rows
+    /// marked; fewer than `ids.len()` means a lease was lost.
+    fn mark_published<'a>(
+        &'a self,
+        relay_id: &'a str,
+        partition_count: i32,
+        leases: &'a [Lease],
+        ids: &'a [i64],
+    ) -> BoxFuture<'a, Result<u64, Error>>;
+
+    /// Record failed attempts, fenced like [`EventSource::mark_published`].
+    /// Returns the rows updated.
+    fn record_failures<'a>(
+        &'a self,
+        relay_id: &'a str,
+        partition_count: i32,
+        leases: &'a [Lease],
+        failures: &'a [FailedAttempt],
+    ) -> BoxFuture<'a, Result<u64, Error>>;
+
+    /// Raise `wakeup` whenever events are committed, until `stop`, where
+    /// the database can say so (PostgreSQL's `NOTIFY`). The default does
+    /// nothing: the batch loop then polls.
+    fn watch_commits(&self, wakeup: Wakeup, stop: CancellationToken) {
+        let _ = (wakeup, stop);
+    }
+}

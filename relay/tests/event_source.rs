@@ -1,0 +1,217 @@
+//! The batch loop takes its events from any [`EventSource`]: here one kept
+//! in memory, with the leases on a real SQLite database and a publisher
+//! that records what it is given. The loop publishes every event once,
+//! in order, acknowledges each, and records a rejected one as failed.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use outbox_relay::publish::{PublishFailure, Publisher};
+use outbox_relay::store::{ClaimedEvent, EventSource, FailedAttempt, Lease, open_store};
+use outbox_relay::{DatabaseUrl, OutboundEvent, Relay, RelayConfig};
+use tokio_util::sync::CancellationToken;
+
+/// Events in memory, all in partition 0, removed once acknowledged or
+/// recorded as failed.
+#[derive(Default)]
+struct MemorySource {
+    pending: Mutex<Vec<ClaimedEvent>>,
+    acknowledged: Mutex<Vec<i64>>,
+    failed: Mutex<Vec<FailedAttempt>>,
+}
+
+impl MemorySource {
+    fn settle(&self, ids: &HashSet<i64>) {
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.retain(|claimed| !ids.contains(&claimed.event.id));
+        }
+    }
+}
+
+impl EventSource for MemorySource {
+    fn fetch_pending<'a>(
+        &'a self,
+        _partition_count: i32,
+        partitions: &'a [i32],
+        exclude: &'a [i64],
+        _hold_dead: bool,
+        limit: i64,
+    ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, outbox_relay::Error>> {
+        let events = self
+            .pending
+            .lock()
+            .map(|pending| {
+                pending
+                    .iter()
+                    .filter(|claimed| partitions.contains(&claimed.partition_no))
+                    .filter(|claimed| !exclude.contains(&claimed.event.id))
+                    .take(usize::try_from(limit).unwrap_or(0))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        Box::pin(std::future::ready(Ok(events)))
+    }
+
+    fn mark_published<'a>(
+        &'a self,
+        _relay_id: &'a str,
+        _partition_count: i32,
+        _leases: &'a [Lease],
+        ids: &'a [i64],
+    ) -> BoxFuture<'a, Result<u64, outbox_relay::Error>> {
+        self.settle(&ids.iter().copied().collect());
+        if let Ok(mut acknowledged) = self.acknowledged.lock() {
+            acknowledged.extend_from_slice(ids);
+        }
+        Box::pin(std::future::ready(Ok(ids.len() as u64)))
+    }
+
+    fn record_failures<'a>(
+        &'a self,
+        _relay_id: &'a str,
+        _partition_count: i32,
+        _leases: &'a [Lease],
+        failures: &'a [FailedAttempt],
+    ) -> BoxFuture<'a, Result<u64, outbox_relay::Error>> {
+        self.settle(&failures.iter().map(|failure| failure.id).collect());
+        if let Ok(mut failed) = self.failed.lock() {
+            failed.extend_from_slice(failures);
+        }
+        Box::pin(std::future::ready(Ok(failures.len() as u64)))
+    }
+}
+
+/// Records every event it is given; rejects the event types in `reject`.
+#[derive(Default)]
+struct RecordingPublisher {
+    published: Mutex<Vec<OutboundEvent>>,
+    reject: HashSet<String>,
+}
+
+impl Publisher for RecordingPublisher {
+    fn publish<'a>(
+        &'a self,
+        events: &'a [OutboundEvent],
+    ) -> BoxFuture<'a, Vec<Result<(), PublishFailure>>> {
+        let outcomes = events
+            .iter()
+            .map(|event| {
+                if self.reject.contains(&event.event_type) {
+                    return Err(PublishFailure::Rejected("refused by the test".to_owned()));
+                }
+                if let Ok(mut published) = self.published.lock() {
+                    published.push(event.clone());
+                }
+                Ok(())
+            })
+            .collect();
+        Box::pin(std::future::ready(outcomes))
+    }
+
+    fn is_connected(&self) -> bool {
+        true
+    }
+}
+
+fn event(id: i64, aggregate_id: &str, event_type: &str) -> ClaimedEvent {
+    ClaimedEvent {
+        partition_no: 0,
+        event: OutboundEvent {
+            id,
+            event_id: uuid::Uuid::now_v7(),
+            event_type: event_type.to_owned(),
+            event_version: 1,
+            source: "/memory".to_owned(),
+            aggregate_type: "account".to_owned(),
+            aggregate_id: aggregate_id.to_owned(),
+            topic: "accounts".to_owned(),
+            payload: format!(r#"{{"id":{id}}}"#),
+            headers: BTreeMap::new(),
+            created_at: chrono::Utc::now(),
+            attempts: 0,
+            replay: false,
+        },
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_batch_loop_runs_on_another_event_source_unchanged() {
+    let file = std::env::temp_dir().join(format!(
+        "outbox-event-source-{}.db",
+        uuid::Uuid::now_v7().simple()
+    ));
+    let url: DatabaseUrl = format!("sqlite://{}", file.display())
+        .parse()
+        .expect("sqlite url");
+    let store = open_store(&url).await.expect("open the lease store");
+    store.migrate().await.expect("migrate");
+
+    // 300 events over 3 aggregates; the event of id 150 is rejected.
+    let source = Arc::new(MemorySource::default());
+    let events: Vec<ClaimedEvent> = (1..=300)
+        .map(|id| {
+            let event_type = if id == 150 { "refused" } else { "moved" };
+            event(id, &format!("a-{}", id % 3), event_type)
+        })
+        .collect();
+    *source.pending.lock().expect("pending") = events.clone();
+    let publisher = Arc::new(RecordingPublisher {
+        reject: HashSet::from(["refused".to_owned()]),
+        ..RecordingPublisher::default()
+    });
+
+    let config = RelayConfig {
+        batch_size: 40,
+        ..RelayConfig::default()
+    };
+    let settings = outbox_relay::commands::relay_settings("memory".to_owned(), &config);
+    let relay = Relay::new(
+        Arc::clone(&store),
+        Arc::clone(&publisher) as Arc<dyn Publisher>,
+        settings,
+    )
+    .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>);
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(relay.run(stop.clone()));
+    let mut settled = false;
+    for _ in 0..600 {
+        if source.pending.lock().map(|p| p.is_empty()).unwrap_or(false) {
+            settled = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.cancel();
+    let totals = running.await.expect("relay task").expect("relay run");
+    assert!(settled, "the source still holds events");
+
+    let published = publisher.published.lock().expect("published").clone();
+    assert_eq!(published.len(), 299, "{totals:?}");
+    assert_eq!(totals.published, 299);
+    let mut last: BTreeMap<String, i64> = BTreeMap::new();
+    for event in &published {
+        let previous = last.insert(event.aggregate_id.clone(), event.id);
+        assert!(
+            previous.is_none_or(|previous| previous < event.id),
+            "aggregate {} out of order at id {}",
+            event.aggregate_id,
+            event.id
+        );
+    }
+    let failed = source.failed.lock().expect("failed").clone();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].id, 150);
+    let acknowledged: HashSet<i64> = source
+        .acknowledged
+        .lock()
+        .expect("acknowledged")
+        .iter()
+        .copied()
+        .collect();
+    assert_eq!(acknowledged.len(), 299);
+    assert!(!acknowledged.contains(&150));
+    let _ = std::fs::remove_file(&file);
+}
