@@ -1,0 +1,231 @@
+//! The rules of a [`RelayConfig`]: ranges of single fields and the
+//! relations between fields (the publish timeout against the lease, the
+//! clients' own timeouts against the publish timeout, ...).
+
+use std::time::Duration;
+
+use super::RelayConfig;
+use super::diagnostics::Problem;
+use super::duration::format_duration;
+
+impl RelayConfig {
+    /// Checks ranges and the relations between fields; the first problem
+    /// found is returned.
+    pub(super) fn check(&self) -> Result<(), Problem> {
+        check_range(&["batch_size"], self.batch_size, 1, 10_000)?;
+        if self.lease_duration < Duration::from_secs(2) {
+            return Err(Problem::new(
+                &["lease_duration"],
+                format!(
+                    "{} is too short; use at least 2s, since the lease is renewed every third of it",
+                    format_duration(self.lease_duration)
+                ),
+            ));
+        }
+        check_positive(&["publish_timeout"], self.publish_timeout)?;
+        if self.publish_timeout >= self.lease_duration / 2 {
+            return Err(Problem::new(
+                &["publish_timeout"],
+                format!(
+                    "{} must be less than half of lease_duration ({} / 2 = {}), leaving the other \
+                     half for marking the batch and renewing the lease: a batch still publishing \
+                     when its lease runs out is taken over and published again by another \
+                     instance; lower publish_timeout or raise lease_duration",
+                    format_duration(self.publish_timeout),
+                    format_duration(self.lease_duration),
+                    format_duration(self.lease_duration / 2)
+                ),
+            )
+            .related_to(&["lease_duration"]));
+        }
+        check_positive(&["poll_interval_min"], self.poll_interval_min)?;
+        if self.poll_interval_min > self.poll_interval_max {
+            return Err(Problem::new(
+                &["poll_interval_max"],
+                format!(
+                    "{} is less than poll_interval_min ({}); the idle poll backs off from \
+                     poll_interval_min up to poll_interval_max",
+                    format_duration(self.poll_interval_max),
+                    format_duration(self.poll_interval_min)
+                ),
+            )
+            .related_to(&["poll_interval_min"]));
+        }
+        check_positive(&["shutdown_timeout"], self.shutdown_timeout)?;
+        if let Some(handover_after) = self.handover_after
+            && handover_after < self.lease_duration
+        {
+            return Err(Problem::new(
+                &["handover_after"],
+                format!(
+                    "{} is shorter than lease_duration ({}); a relay would hand its partitions \
+                     over before one lease has passed, on a broker hiccup",
+                    format_duration(handover_after),
+                    format_duration(self.lease_duration)
+                ),
+            )
+            .related_to(&["lease_duration"]));
+        }
+        if let Some(instance_id) = &self.instance_id {
+            check_instance_id(instance_id)?;
+        }
+        self.check_retry()?;
+        self.check_retention()?;
+        self.check_kafka()?;
+        self.check_amqp()
+    }
+
+    fn check_retry(&self) -> Result<(), Problem> {
+        let retry = &self.retry;
+        check_positive(&["retry", "base_delay"], retry.base_delay)?;
+        if retry.max_delay < retry.base_delay {
+            return Err(Problem::new(
+                &["retry", "max_delay"],
+                format!(
+                    "{} is less than retry.base_delay ({}); the backoff grows from base_delay \
+                     up to max_delay",
+                    format_duration(retry.max_delay),
+                    format_duration(retry.base_delay)
+                ),
+            )
+            .related_to(&["retry", "base_delay"]));
+        }
+        if retry.max_attempts == 0 {
+            return Err(Problem::new(
+                &["retry", "max_attempts"],
+                "0 is out of range; use at least 1 (the first attempt counts)".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_retention(&self) -> Result<(), Problem> {
+        check_positive(&["retention", "interval"], self.retention.interval)?;
+        check_range(
+            &["retention", "batch_size"],
+            self.retention.batch_size,
+            1,
+            100_000,
+        )
+    }
+
+    fn check_kafka(&self) -> Result<(), Problem> {
+        let kafka = &self.kafka;
+        check_positive(&["kafka", "message_timeout"], kafka.message_timeout)?;
+        if kafka.message_timeout >= self.publish_timeout {
+            return Err(Problem::new(
+                &["kafka", "message_timeout"],
+                format!(
+                    "{} must be less than publish_timeout ({}), so that the producer reports a \
+                     failed delivery before the batch stops waiting for it",
+                    format_duration(kafka.message_timeout),
+                    format_duration(self.publish_timeout)
+                ),
+            )
+            .related_to(&["publish_timeout"]));
+        }
+        if kafka.new_topic_partitions < 1 {
+            return Err(Problem::new(
+                &["kafka", "new_topic_partitions"],
+                format!(
+                    "{} is out of range; use at least 1",
+                    kafka.new_topic_partitions
+                ),
+            ));
+        }
+        if kafka.new_topic_replication_factor < 1 {
+            return Err(Problem::new(
+                &["kafka", "new_topic_replication_factor"],
+                format!(
+                    "{} is out of range; use at least 1",
+                    kafka.new_topic_replication_factor
+                ),
+            ));
+        }
+        for (name, value) in &kafka.options {
+            check_kafka_option(name, value)?;
+        }
+        Ok(())
+    }
+
+    fn check_amqp(&self) -> Result<(), Problem> {
+        let amqp = &self.amqp;
+        check_positive(&["amqp", "connect_timeout"], amqp.connect_timeout)?;
+        check_positive(&["amqp", "confirm_timeout"], amqp.confirm_timeout)?;
+        if amqp.confirm_timeout >= self.publish_timeout {
+            return Err(Problem::new(
+                &["amqp", "confirm_timeout"],
+                format!(
+                    "{} must be less than publish_timeout ({}), so that a missing confirm is \
+                     reported before the batch stops waiting for it",
+                    format_duration(amqp.confirm_timeout),
+                    format_duration(self.publish_timeout)
+                ),
+            )
+            .related_to(&["publish_timeout"]));
+        }
+        Ok(())
+    }
+}
+
+/// An instance id must be a printable, non-empty name of at most 200
+/// characters.
+fn check_instance_id(instance_id: &str) -> Result<(), Problem> {
+    let reason = if instance_id.trim().is_empty() {
+        "is empty; remove it to let the relay make one up, or give a name"
+    } else if instance_id.chars().count() > 200 {
+        "is longer than 200 characters"
+    } else if instance_id.chars().any(char::is_control) {
+        "contains control characters"
+    } else {
+        return Ok(());
+    };
+    Err(Problem::new(&["instance_id"], reason.to_owned()))
+}
+
+/// Refuses librdkafka settings that the relay owns or that would break the
+/// contract's `acks=all` and idempotence.
+fn check_kafka_option(name: &str, value: &str) -> Result<(), Problem> {
+    let field = ["kafka", "options", name];
+    let reason = match name {
+        "bootstrap.servers" | "metadata.broker.list" => {
+            "is set from --broker (kafka://HOST:PORT,...); remove it here".to_owned()
+        }
+        "message.timeout.ms" | "delivery.timeout.ms" => {
+            "is set from [kafka] message_timeout; remove it here".to_owned()
+        }
+        "enable.idempotence" if !value.eq_ignore_ascii_case("true") => format!(
+            "\"{value}\" would turn the idempotent producer off; the relay requires it, so that \
+             producer retries neither duplicate nor reorder events; remove the setting"
+        ),
+        "acks" | "request.required.acks"
+            if !(value.eq_ignore_ascii_case("all") || value == "-1") =>
+        {
+            format!(
+                "\"{value}\" would weaken acknowledgements; the relay requires acks=all, so that \
+                 an acknowledged event cannot be lost; remove the setting"
+            )
+        }
+        _ => return Ok(()),
+    };
+    Err(Problem::new(&field, reason))
+}
+
+/// A duration that must be more than zero.
+fn check_positive(field: &[&str], value: Duration) -> Result<(), Problem> {
+    if value.is_zero() {
+        return Err(Problem::new(field, "must be more than 0s".to_owned()));
+    }
+    Ok(())
+}
+
+/// A count that must lie in `min..=max`.
+fn check_range(field: &[&str], value: u32, min: u32, max: u32) -> Result<(), Problem> {
+    if !(min..=max).contains(&value) {
+        return Err(Problem::new(
+            field,
+            format!("{value} is out of range; use {min} to {max}"),
+        ));
+    }
+    Ok(())
+}
