@@ -1,0 +1,76 @@
+//! The record headers of an event: the binary content mode of the
+//! CloudEvents Kafka binding, and the W3C trace context under its plain
+//! names.
+
+use rdkafka::message::{Header, OwnedHeaders};
+
+use crate::OutboundEvent;
+use crate::publish::cloudevent::CloudEvent;
+
+/// The headers of the binary content mode of the CloudEvents Kafka binding:
+/// `ce_<attribute>` for every attribute, `content-type` for
+/// `datacontenttype`, and `traceparent` / `tracestate` when the event
+/// carries them.
+pub(super) fn kafka_headers(cloud_event: &CloudEvent, event: &OutboundEvent) -> OwnedHeaders {
+    let attributes = cloud_event.attributes();
+    let mut headers = OwnedHeaders::new_with_capacity(attributes.len() + 2);
+    for (name, value) in &attributes {
+        if *name == "datacontenttype" {
+            headers = headers.insert(Header {
+                key: "content-type",
+                value: Some(value.as_str()),
+            });
+        } else {
+            let key = format!("ce_{name}");
+            headers = headers.insert(Header {
+                key: key.as_str(),
+                value: Some(value.as_str()),
+            });
+        }
+    }
+    for trace_header in ["traceparent", "tracestate"] {
+        if let Some(value) = event.headers.get(trace_header) {
+            headers = headers.insert(Header {
+                key: trace_header,
+                value: Some(value.as_str()),
+            });
+        }
+    }
+    headers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replay_carries_the_ce_outboxreplay_header() {
+        use rdkafka::message::Headers;
+
+        let mut event = OutboundEvent {
+            id: 1,
+            event_id: uuid::Uuid::now_v7(),
+            event_type: "order.created".to_owned(),
+            event_version: 1,
+            source: "/orders".to_owned(),
+            aggregate_type: "order".to_owned(),
+            aggregate_id: "42".to_owned(),
+            topic: "orders".to_owned(),
+            payload: "{}".to_owned(),
+            headers: Default::default(),
+            created_at: chrono::Utc::now(),
+            attempts: 0,
+            replay: false,
+        };
+        let replay_header = |event: &OutboundEvent| {
+            let cloud_event = CloudEvent::from_outbound(event).expect("valid event");
+            kafka_headers(&cloud_event, event)
+                .iter()
+                .find(|header| header.key == "ce_outboxreplay")
+                .and_then(|header| header.value.map(<[u8]>::to_vec))
+        };
+        assert_eq!(replay_header(&event), None);
+        event.replay = true;
+        assert_eq!(replay_header(&event), Some(b"true".to_vec()));
+    }
+}

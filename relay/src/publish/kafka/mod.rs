@@ -1,0 +1,176 @@
+//! [`KafkaPublisher`]: publishes outbox events to Kafka as CloudEvents in
+//! binary content mode (the wire format is in the README's relay section,
+//! `README.md#the-relay`).
+//!
+//! One record per event: topic = `topic`, key = `aggregate_id`, value = the
+//! payload's JSON bytes, headers `ce_specversion`, `ce_id`, `ce_source`,
+//! `ce_type`, `ce_time`, `content-type: application/json` and `ce_<name>`
+//! for every extension attribute (see [`crate::publish::cloudevent`]). When
+//! the `headers` column carries W3C trace context (`traceparent`,
+//! `tracestate`), it is also sent as plain `traceparent` / `tracestate`
+//! headers, where Kafka tracing instrumentations look for it.
+//!
+//! The producer is idempotent with `acks=all`, so librdkafka's own retries
+//! neither duplicate nor reorder the records of one partition, and records
+//! with one key (one aggregate) land on one partition in send order.
+//!
+//! A producer whose state is broken is replaced by a fresh one: after a
+//! librdkafka fatal error, and after the broker answers that the producer's
+//! id, epoch or sequence is no longer valid (fenced, out of sequence,
+//! unknown producer id). librdkafka never leaves those states by itself;
+//! the events of the failed records are reported unavailable and go out
+//! again through the new producer, under their own ids.
+//!
+//! A topic is checked for existence (one metadata request, cached) before
+//! the first record is sent to it. librdkafka would otherwise hold records
+//! for a missing topic until `message.timeout.ms` runs out and report a
+//! timeout, which says nothing about the cause; instead such events fail at
+//! once with [`PublishFailure::Rejected`] naming the topic, or the topic is
+//! created first when [`KafkaPublisherConfig::create_missing_topics`] is on.
+//!
+//! The parts: `config` (settings and the librdkafka client configurations),
+//! `client` (the producer and admin client, rebuilt when broken), `topics`
+//! (lookup and creation), `send` (the batch's send-and-await), `classify`
+//! (what a Kafka error means) and `headers` (the CloudEvents headers).
+
+mod classify;
+mod client;
+mod config;
+mod headers;
+mod send;
+mod topics;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rdkafka::admin::AdminClient;
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+
+pub use config::KafkaPublisherConfig;
+
+use crate::OutboundEvent;
+use crate::publish::{PublishFailure, Publisher};
+use client::{RelayProducer, create_producer};
+use send::DELIVERY_GRACE;
+
+/// Publishes outbox events to Kafka (see the module documentation).
+pub struct KafkaPublisher {
+    config: KafkaPublisherConfig,
+    producer_config: ClientConfig,
+    /// Replaced when librdkafka reports a fatal error: an idempotent
+    /// producer cannot be used after one.
+    producer: RwLock<RelayProducer>,
+    admin: Mutex<Option<Arc<AdminClient<DefaultClientContext>>>>,
+    /// Topics found to exist. A missing topic is not remembered: the next
+    /// publish that names it looks it up again, so an event retried after
+    /// the topic was created is not rejected from memory.
+    topics: Mutex<HashSet<String>>,
+    connected: Arc<AtomicBool>,
+    /// How long a batch waits for its delivery reports: librdkafka's
+    /// effective `message.timeout.ms` plus a grace period.
+    delivery_wait: Duration,
+    /// Set when the broker said the producer's state is broken; the
+    /// producer is replaced once the batch in hand is done.
+    broken: AtomicBool,
+    /// Producers replaced because their state was broken.
+    rebuilds: AtomicU64,
+}
+
+impl std::fmt::Debug for KafkaPublisher {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("KafkaPublisher")
+            .field("brokers", &self.config.brokers)
+            .field("connected", &self.connected.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl KafkaPublisher {
+    /// Create the producer. Does not contact the brokers (see
+    /// [`KafkaPublisher::check_connection`]), but fails at once on a setting
+    /// librdkafka does not accept, such as an unknown client option.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidBrokerUrl`] without brokers,
+    /// [`crate::Error::Config`] for a setting out of range, and
+    /// [`crate::Error::Kafka`] for a client option librdkafka refuses.
+    pub fn new(config: KafkaPublisherConfig) -> Result<Self, crate::Error> {
+        config.validate()?;
+        let producer_config = config.producer_config();
+        let connected = Arc::new(AtomicBool::new(false));
+        let producer = create_producer(&producer_config, &connected)?;
+        let delivery_wait = config.effective_message_timeout() + DELIVERY_GRACE;
+        Ok(Self {
+            config,
+            producer_config,
+            producer: RwLock::new(producer),
+            admin: Mutex::new(None),
+            topics: Mutex::new(HashSet::new()),
+            connected,
+            delivery_wait,
+            broken: AtomicBool::new(false),
+            rebuilds: AtomicU64::new(0),
+        })
+    }
+
+    /// The settings this publisher was created with.
+    pub fn config(&self) -> &KafkaPublisherConfig {
+        &self.config
+    }
+}
+
+impl Publisher for KafkaPublisher {
+    fn publish<'a>(
+        &'a self,
+        events: &'a [OutboundEvent],
+    ) -> BoxFuture<'a, Vec<Result<(), PublishFailure>>> {
+        Box::pin(self.publish_batch(events))
+    }
+
+    fn is_connected(&self) -> bool {
+        self.connected.load(Ordering::Relaxed)
+    }
+
+    fn recover(&self) -> BoxFuture<'_, Result<(), PublishFailure>> {
+        Box::pin(async move {
+            self.recreate_producer("every publish failed for a long while")
+                .map_err(|error| {
+                    PublishFailure::Unavailable(format!("cannot create a kafka producer: {error}"))
+                })?;
+            self.check_connection().await.map_err(|error| {
+                PublishFailure::Unavailable(format!("kafka brokers do not answer: {error}"))
+            })
+        })
+    }
+
+    fn client_rebuilds(&self) -> u64 {
+        self.rebuilds.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_client_option_fails_creation() {
+        let mut config = KafkaPublisherConfig::new(vec!["127.0.0.1:9092".to_owned()]);
+        config
+            .client_options
+            .insert("no.such.option".to_owned(), "1".to_owned());
+        let error = KafkaPublisher::new(config).expect_err("unknown option must fail");
+        assert!(error.to_string().contains("no.such.option"), "{error}");
+    }
+
+    #[test]
+    fn empty_broker_list_fails_creation() {
+        let error = KafkaPublisher::new(KafkaPublisherConfig::new(Vec::new()))
+            .expect_err("no brokers must fail");
+        assert!(error.to_string().contains("no Kafka broker"), "{error}");
+    }
+}

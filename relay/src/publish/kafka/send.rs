@@ -1,0 +1,190 @@
+//! The publish of one batch: every record is handed to librdkafka first,
+//! then every delivery report is awaited, all under one deadline.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{DeliveryFuture, FutureRecord};
+use tokio::time::Instant;
+
+use super::KafkaPublisher;
+use super::client::RelayProducer;
+use super::headers::kafka_headers;
+use super::topics::check_topic_name;
+use crate::OutboundEvent;
+use crate::publish::PublishFailure;
+use crate::publish::cloudevent::CloudEvent;
+
+/// Extra time, past `message.timeout.ms`, before the publisher stops waiting
+/// for a delivery report librdkafka should have produced by then.
+pub(super) const DELIVERY_GRACE: Duration = Duration::from_secs(5);
+
+/// How long to wait before retrying when librdkafka's queue is full and none
+/// of this batch's records are in flight to wait for.
+const QUEUE_FULL_PAUSE: Duration = Duration::from_millis(10);
+
+/// A batch on its way: each event's outcome once it is known, and the
+/// records handed to librdkafka whose delivery report is still awaited,
+/// oldest first.
+struct Batch<'a> {
+    events: &'a [OutboundEvent],
+    outcomes: Vec<Option<Result<(), PublishFailure>>>,
+    in_flight: VecDeque<(usize, DeliveryFuture)>,
+    /// When the batch stops waiting for delivery reports.
+    deadline: Instant,
+}
+
+impl KafkaPublisher {
+    /// Publish `events`: one outcome per event, in order.
+    pub(super) async fn publish_batch(
+        &self,
+        events: &[OutboundEvent],
+    ) -> Vec<Result<(), PublishFailure>> {
+        let mut outcomes = vec![None; events.len()];
+        let cloud_events = cloud_events(events, &mut outcomes);
+
+        let topics: HashSet<&str> = events
+            .iter()
+            .zip(&cloud_events)
+            .filter(|(_, cloud_event)| cloud_event.is_some())
+            .map(|(event, _)| event.topic.as_str())
+            .collect();
+        let topic_failures = self.resolve_topics(topics).await;
+
+        let producer = self.producer();
+        let mut batch = Batch {
+            events,
+            outcomes,
+            in_flight: VecDeque::with_capacity(events.len()),
+            deadline: Instant::now() + self.delivery_wait,
+        };
+        for (index, (event, cloud_event)) in events.iter().zip(&cloud_events).enumerate() {
+            let Some(cloud_event) = cloud_event else {
+                continue;
+            };
+            if let Some(failure) = topic_failures.get(&event.topic) {
+                batch.outcomes[index] = Some(Err(failure.clone()));
+                continue;
+            }
+            let record = FutureRecord::to(&event.topic)
+                .key(event.aggregate_id.as_str())
+                .payload(event.payload.as_str())
+                .headers(kafka_headers(cloud_event, event));
+            self.send_record(&producer, &mut batch, index, record).await;
+        }
+        while self.await_oldest(&mut batch).await {}
+
+        self.replace_broken_producer(&producer);
+
+        batch
+            .outcomes
+            .into_iter()
+            .map(|outcome| {
+                outcome.unwrap_or_else(|| {
+                    Err(PublishFailure::Unavailable(
+                        "kafka publish ended without an outcome".to_owned(),
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// Hand the record of event `index` to librdkafka. While its queue is
+    /// full, wait for the batch's oldest record to make room, until the
+    /// deadline; a send that fails sets the event's outcome.
+    async fn send_record(
+        &self,
+        producer: &RelayProducer,
+        batch: &mut Batch<'_>,
+        index: usize,
+        mut record: FutureRecord<'_, str, str>,
+    ) {
+        loop {
+            match producer.send_result(record) {
+                Ok(delivery) => {
+                    batch.in_flight.push_back((index, delivery));
+                    return;
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned)) => {
+                    record = returned;
+                    if Instant::now() >= batch.deadline {
+                        batch.outcomes[index] = Some(Err(PublishFailure::Unavailable(
+                            "kafka producer queue stayed full until the delivery deadline"
+                                .to_owned(),
+                        )));
+                        return;
+                    }
+                    if !self.await_oldest(batch).await {
+                        tokio::time::sleep(QUEUE_FULL_PAUSE).await;
+                    }
+                }
+                Err((error, _)) => {
+                    batch.outcomes[index] = Some(Err(self.classify(&error, &batch.events[index])));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Await the delivery report of the batch's oldest record in flight and
+    /// set its outcome; false when none is in flight.
+    async fn await_oldest(&self, batch: &mut Batch<'_>) -> bool {
+        let Some((index, delivery)) = batch.in_flight.pop_front() else {
+            return false;
+        };
+        let event = &batch.events[index];
+        let outcome = self.await_delivery(delivery, batch.deadline, event).await;
+        batch.outcomes[index] = Some(outcome);
+        true
+    }
+
+    /// The outcome of one record: its delivery report, or unavailable when
+    /// none arrives by `deadline`.
+    async fn await_delivery(
+        &self,
+        delivery: DeliveryFuture,
+        deadline: Instant,
+        event: &OutboundEvent,
+    ) -> Result<(), PublishFailure> {
+        match tokio::time::timeout_at(deadline, delivery).await {
+            Ok(Ok(Ok(_))) => {
+                self.connected.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Ok(Ok(Err((error, _message)))) => Err(self.classify(&error, event)),
+            Ok(Err(_canceled)) => Err(PublishFailure::Unavailable(
+                "kafka producer was shut down before the delivery report".to_owned(),
+            )),
+            Err(_elapsed) => Err(PublishFailure::Unavailable(format!(
+                "no kafka delivery report within {} ms",
+                self.delivery_wait.as_millis()
+            ))),
+        }
+    }
+}
+
+/// The CloudEvent of each event, or `None` with the event's outcome set
+/// when it cannot be sent (an invalid topic name, an invalid event).
+fn cloud_events(
+    events: &[OutboundEvent],
+    outcomes: &mut [Option<Result<(), PublishFailure>>],
+) -> Vec<Option<CloudEvent>> {
+    events
+        .iter()
+        .zip(outcomes)
+        .map(|(event, outcome)| {
+            let cloud_event = check_topic_name(&event.topic)
+                .map_err(PublishFailure::Rejected)
+                .and_then(|()| CloudEvent::from_outbound(event));
+            match cloud_event {
+                Ok(cloud_event) => Some(cloud_event),
+                Err(failure) => {
+                    *outcome = Some(Err(failure));
+                    None
+                }
+            }
+        })
+        .collect()
+}
