@@ -1,0 +1,127 @@
+//! [`RabbitMqPublisherConfig`]: the broker URL, the routing keys and the
+//! timeouts of a [`RabbitMqPublisher`](super::RabbitMqPublisher).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::config::RoutingKey;
+
+/// Settings of a [`RabbitMqPublisher`](super::RabbitMqPublisher).
+#[derive(Clone, PartialEq, Eq)]
+pub struct RabbitMqPublisherConfig {
+    /// `amqp://user:pass@host:port/vhost`, or `amqps://` for TLS.
+    pub url: String,
+    /// Routing key per exchange (`topic`), replacing `default_routing_key`
+    /// for every event of that exchange.
+    pub routing_keys: BTreeMap<String, RoutingKey>,
+    /// Routing key of exchanges without an entry in `routing_keys`. Default:
+    /// the event type.
+    pub default_routing_key: RoutingKey,
+    /// How long sending a batch and receiving its confirms may take; an
+    /// event not confirmed by then is
+    /// [`PublishFailure::Unavailable`](crate::publish::PublishFailure::Unavailable).
+    /// Default 30 s.
+    pub confirm_timeout: Duration,
+    /// Bound of opening the connection, a channel, or an exchange lookup.
+    /// Default 10 s.
+    pub connect_timeout: Duration,
+}
+
+impl RabbitMqPublisherConfig {
+    /// The default settings for `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            routing_keys: BTreeMap::new(),
+            default_routing_key: RoutingKey::EventType,
+            confirm_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Checks the URL, the timeouts and the length of every exchange name
+    /// and fixed routing key (AMQP short strings, at most 255 bytes).
+    pub(super) fn validate(&self) -> Result<(), crate::Error> {
+        if let Err(reason) = self.url.parse::<lapin::uri::AMQPUri>() {
+            return Err(crate::Error::InvalidBrokerUrl {
+                url: mask_password(&self.url),
+                reason,
+            });
+        }
+        if self.confirm_timeout.is_zero() || self.connect_timeout.is_zero() {
+            return Err(crate::Error::Config {
+                path: "--config".to_owned(),
+                reason:
+                    "rabbitmq.confirm_timeout and rabbitmq.connect_timeout must be more than zero"
+                        .to_owned(),
+            });
+        }
+        let no_exchange = String::new();
+        let fixed_keys = self
+            .routing_keys
+            .iter()
+            .chain(std::iter::once((&no_exchange, &self.default_routing_key)));
+        for (exchange, routing_key) in fixed_keys {
+            let key_length = match routing_key {
+                RoutingKey::EventType => 0,
+                RoutingKey::Fixed(key) => key.len(),
+            };
+            if exchange.len() > 255 || key_length > 255 {
+                return Err(crate::Error::Config {
+                    path: "--config".to_owned(),
+                    reason: format!(
+                        "rabbitmq.routing_keys: {exchange:?} or its routing key is longer than 255 bytes"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for RabbitMqPublisherConfig {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("RabbitMqPublisherConfig")
+            .field("url", &mask_password(&self.url))
+            .field("routing_keys", &self.routing_keys)
+            .field("default_routing_key", &self.default_routing_key)
+            .field("confirm_timeout", &self.confirm_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
+/// `url` with the password of its user info replaced by `***`.
+pub(super) fn mask_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let Some((user_info, host)) = authority.rsplit_once('@') else {
+        return url.to_owned();
+    };
+    match user_info.split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***@{host}{path}"),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_the_password() {
+        assert_eq!(
+            mask_password("amqp://guest:secret@host:5672/%2f"),
+            "amqp://guest:***@host:5672/%2f"
+        );
+        assert_eq!(
+            mask_password("amqps://user@host/vh"),
+            "amqps://user@host/vh"
+        );
+        assert_eq!(mask_password("amqp://host:5672"), "amqp://host:5672");
+    }
+}

@@ -1,0 +1,165 @@
+//! [`RabbitMqPublisher`]: publishes outbox events to RabbitMQ (AMQP 0-9-1)
+//! as CloudEvents in binary content mode (the wire format is in the
+//! README's relay section, `README.md#the-relay`).
+//!
+//! One message per event: exchange = `topic`, routing key = `event_type`
+//! (or the routing key configured for the topic), `mandatory`, persistent
+//! (delivery mode 2), with properties `message_id` = `event_id`, `type` =
+//! `event_type`, `content_type` = `application/json`, `timestamp` =
+//! `created_at` (Unix seconds), and every CloudEvents attribute of
+//! [`crate::publish::cloudevent`] in the headers table as
+//! `cloudEvents:<name>`. W3C trace context in the `headers` column
+//! (`traceparent`, `tracestate`) is also sent under its plain name.
+//!
+//! Publishing is pipelined on a channel in confirm mode: every message of a
+//! batch is sent, then every confirm is awaited. An event counts as
+//! published only on an Ack without a returned message. An unroutable
+//! message (returned, since it is `mandatory`) or a Nack is
+//! [`PublishFailure::Rejected`]. Returned messages are matched to their
+//! event by `message_id`, not by the confirm they arrive with.
+//!
+//! Publishing to an exchange that does not exist makes RabbitMQ close the
+//! channel (404), failing every message in flight on it. So an exchange is
+//! checked with a passive declare on a throwaway channel before the first
+//! publish to it; a missing exchange rejects its events without publishing.
+//! Only exchanges found to exist are remembered: a missing one is looked up
+//! again on the next publish that names it, so an event retried after the
+//! exchange was declared is not rejected from memory.
+//!
+//! The connection is opened on the first publish and again on the first
+//! publish after it was lost; every event of a publish that cannot connect
+//! is [`PublishFailure::Unavailable`]. Concurrent publishes each use their
+//! own channel from a small pool, so the confirms and returns of one batch
+//! never mix with another's.
+//!
+//! The parts: `config` (settings), `connection` (the connection and its
+//! channels, dropped when broken or stuck), `exchanges` (lookup),
+//! `message` (the message and its headers), `send` (the batch's
+//! send-and-confirm) and `failure` (what a channel error means).
+
+mod config;
+mod connection;
+mod exchanges;
+mod failure;
+mod message;
+mod send;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::future::BoxFuture;
+
+pub use config::RabbitMqPublisherConfig;
+
+use crate::OutboundEvent;
+use crate::publish::{PublishFailure, Publisher};
+use config::mask_password;
+use connection::Session;
+
+/// Publishes outbox events to RabbitMQ (see the module documentation).
+pub struct RabbitMqPublisher {
+    config: RabbitMqPublisherConfig,
+    /// Display form of the URL, password masked.
+    display_url: String,
+    current: Mutex<Option<Arc<Session>>>,
+    /// Held while connecting, so that concurrent publishes open one
+    /// connection, not one each.
+    connecting: tokio::sync::Mutex<()>,
+    /// Exchanges found to exist.
+    exchanges: Mutex<HashSet<String>>,
+    /// Connections replaced after the previous one was closed by the broker
+    /// or stuck.
+    rebuilds: AtomicU64,
+    /// Whether a connection was ever opened: a later one is a rebuild.
+    ever_connected: AtomicBool,
+}
+
+impl std::fmt::Debug for RabbitMqPublisher {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("RabbitMqPublisher")
+            .field("url", &self.display_url)
+            .field("connected", &self.is_connected())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RabbitMqPublisher {
+    /// A publisher for `config`. Does not connect: the connection is opened
+    /// by the first publish or by [`RabbitMqPublisher::connect`].
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidBrokerUrl`] for a URL that is not AMQP, and
+    /// [`crate::Error::Config`] for a zero timeout or a routing key or
+    /// exchange name longer than 255 bytes.
+    pub fn new(config: RabbitMqPublisherConfig) -> Result<Self, crate::Error> {
+        config.validate()?;
+        Ok(Self {
+            display_url: mask_password(&config.url),
+            config,
+            current: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+            exchanges: Mutex::new(HashSet::new()),
+            rebuilds: AtomicU64::new(0),
+            ever_connected: AtomicBool::new(false),
+        })
+    }
+
+    /// The settings this publisher was created with.
+    pub fn config(&self) -> &RabbitMqPublisherConfig {
+        &self.config
+    }
+
+    /// Open the connection now (publishes open it on demand), bounded by
+    /// `connect_timeout`.
+    ///
+    /// # Errors
+    /// [`PublishFailure::Unavailable`] when the broker cannot be reached.
+    pub async fn connect(&self) -> Result<(), PublishFailure> {
+        self.session().await.map(|_| ())
+    }
+}
+
+impl Publisher for RabbitMqPublisher {
+    fn publish<'a>(
+        &'a self,
+        events: &'a [OutboundEvent],
+    ) -> BoxFuture<'a, Vec<Result<(), PublishFailure>>> {
+        Box::pin(self.publish_batch(events))
+    }
+
+    fn is_connected(&self) -> bool {
+        self.live_session().is_some()
+    }
+
+    fn recover(&self) -> BoxFuture<'_, Result<(), PublishFailure>> {
+        Box::pin(async move {
+            let current = self
+                .current
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            if let Some(session) = current {
+                self.discard_session(&session, "every publish failed for a long while");
+            }
+            self.session().await.map(|_| ())
+        })
+    }
+
+    fn client_rebuilds(&self) -> u64 {
+        self.rebuilds.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_a_bad_url() {
+        let error = RabbitMqPublisher::new(RabbitMqPublisherConfig::new("http://nope"))
+            .expect_err("bad scheme");
+        assert!(error.to_string().contains("http://nope"), "{error}");
+    }
+}

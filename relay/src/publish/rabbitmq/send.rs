@@ -1,0 +1,312 @@
+//! The publish of one batch on a channel in confirm mode: every message is
+//! sent, then every confirm awaited, all under one deadline. An event
+//! counts as published only on an Ack without a returned message; returned
+//! messages are matched to their event by `message_id`.
+
+use std::collections::{HashMap, HashSet};
+
+use lapin::options::BasicPublishOptions;
+use lapin::{Channel, Confirmation, PublisherConfirm};
+use tokio::time::Instant;
+
+use super::RabbitMqPublisher;
+use super::connection::close_channel;
+use super::message::Message;
+use crate::OutboundEvent;
+use crate::publish::PublishFailure;
+
+/// What a publish left of its channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChannelState {
+    /// Usable again.
+    Healthy,
+    /// Closed or in a bad state: close it, keep the connection.
+    Broken,
+    /// A send or confirm timed out: the connection itself may be stuck.
+    Stuck,
+}
+
+/// The state of one event of a batch as it moves through the publish.
+enum Slot {
+    /// Not sent; this is its outcome.
+    Done(Result<(), PublishFailure>),
+    /// Ready to be sent.
+    Ready(Box<Message>),
+}
+
+/// A batch on its channel: each event's outcome once it is known, the
+/// confirms still awaited, and what the publish has left of the channel.
+struct OnChannel<'a> {
+    events: &'a [OutboundEvent],
+    outcomes: Vec<Option<Result<(), PublishFailure>>>,
+    confirms: Vec<(usize, PublisherConfirm)>,
+    channel_state: ChannelState,
+    /// One bound for sending and confirming: a send can block too, when
+    /// the socket stops draining (a dead peer, a blocked connection).
+    deadline: Instant,
+}
+
+/// Returned (unroutable) messages by `message_id`: reply code and text.
+type Returned = HashMap<String, (u16, String)>;
+
+impl RabbitMqPublisher {
+    /// Publish `events`: one outcome per event, in order.
+    pub(super) async fn publish_batch(
+        &self,
+        events: &[OutboundEvent],
+    ) -> Vec<Result<(), PublishFailure>> {
+        let mut slots: Vec<Slot> = events
+            .iter()
+            .map(|event| match self.prepare(event) {
+                Ok(message) => Slot::Ready(Box::new(message)),
+                Err(failure) => Slot::Done(Err(failure)),
+            })
+            .collect();
+        if !slots.iter().any(|slot| matches!(slot, Slot::Ready(_))) {
+            return finish(slots);
+        }
+
+        let session = match self.session().await {
+            Ok(session) => session,
+            Err(failure) => return fail_ready(slots, &failure),
+        };
+
+        let exchanges: HashSet<&str> = events
+            .iter()
+            .zip(&slots)
+            .filter(|(_, slot)| matches!(slot, Slot::Ready(_)))
+            .map(|(event, _)| event.topic.as_str())
+            .collect();
+        let exchange_failures = self.resolve_exchanges(&session, exchanges).await;
+        for (slot, event) in slots.iter_mut().zip(events) {
+            if let (Slot::Ready(_), Some(failure)) = (&slot, exchange_failures.get(&event.topic)) {
+                *slot = Slot::Done(Err(failure.clone()));
+            }
+        }
+        if !slots.iter().any(|slot| matches!(slot, Slot::Ready(_))) {
+            return finish(slots);
+        }
+
+        let channel = match self.take_channel(&session).await {
+            Ok(channel) => channel,
+            Err(failure) => return fail_ready(slots, &failure),
+        };
+
+        let (outcomes, channel_state) = self.publish_on(&channel, events, slots).await;
+        match channel_state {
+            ChannelState::Healthy => self.return_channel(&session, channel),
+            ChannelState::Broken => close_channel(&channel).await,
+            ChannelState::Stuck => {
+                // A connection that took no message or gave no confirm in
+                // time (blocked by the broker, or its peer gone silent) may
+                // never recover: the next publish opens a new one.
+                let blocked = session.connection.status().blocked();
+                self.discard_session(
+                    &session,
+                    if blocked {
+                        "the broker blocked the connection and it did not unblock within confirm_timeout"
+                    } else {
+                        "no message was taken or confirmed within confirm_timeout"
+                    },
+                );
+            }
+        }
+        outcomes
+    }
+
+    /// Send every ready message on `channel`, then await every confirm.
+    /// Returns the outcomes and what is left of the channel.
+    async fn publish_on(
+        &self,
+        channel: &Channel,
+        events: &[OutboundEvent],
+        slots: Vec<Slot>,
+    ) -> (Vec<Result<(), PublishFailure>>, ChannelState) {
+        let mut batch = OnChannel {
+            events,
+            outcomes: Vec::with_capacity(events.len()),
+            confirms: Vec::new(),
+            channel_state: ChannelState::Healthy,
+            deadline: Instant::now() + self.config.confirm_timeout,
+        };
+        self.send_messages(channel, &mut batch, slots).await;
+        let returned = self.await_confirms(&mut batch).await;
+        if !returned.is_empty() {
+            self.reject_returned(&mut batch, &returned);
+        }
+        let outcomes = batch
+            .outcomes
+            .into_iter()
+            .map(|outcome| {
+                outcome.unwrap_or_else(|| {
+                    Err(PublishFailure::Unavailable(
+                        "rabbitmq publish ended without an outcome".to_owned(),
+                    ))
+                })
+            })
+            .collect();
+        (outcomes, batch.channel_state)
+    }
+
+    /// Send the message of every ready slot, in order, and keep its confirm;
+    /// once the channel fails, the messages after it are not sent.
+    async fn send_messages(&self, channel: &Channel, batch: &mut OnChannel<'_>, slots: Vec<Slot>) {
+        let options = BasicPublishOptions {
+            mandatory: true,
+            immediate: false,
+        };
+        let events = batch.events;
+        for (index, (slot, event)) in slots.into_iter().zip(events).enumerate() {
+            let message = match slot {
+                Slot::Done(outcome) => {
+                    batch.outcomes.push(Some(outcome));
+                    continue;
+                }
+                Slot::Ready(_) if batch.channel_state != ChannelState::Healthy => {
+                    batch.outcomes.push(Some(Err(PublishFailure::Unavailable(
+                        "rabbitmq channel closed before the message was sent".to_owned(),
+                    ))));
+                    continue;
+                }
+                Slot::Ready(message) => message,
+            };
+            let sending = channel.basic_publish(
+                message.exchange,
+                message.routing_key,
+                options,
+                event.payload.as_bytes(),
+                message.properties,
+            );
+            match tokio::time::timeout_at(batch.deadline, sending).await {
+                Ok(Ok(confirm)) => {
+                    batch.outcomes.push(None);
+                    batch.confirms.push((index, confirm));
+                }
+                Ok(Err(error)) => {
+                    batch.channel_state = ChannelState::Broken;
+                    batch
+                        .outcomes
+                        .push(Some(Err(self.channel_failure(&error, event))));
+                }
+                Err(_elapsed) => {
+                    batch.channel_state = ChannelState::Stuck;
+                    batch
+                        .outcomes
+                        .push(Some(Err(PublishFailure::Unavailable(format!(
+                            "rabbitmq did not take the message within {} ms",
+                            self.config.confirm_timeout.as_millis()
+                        )))));
+                }
+            }
+        }
+    }
+
+    /// Await the confirm of every sent message and set its outcome; returns
+    /// the messages the broker returned as unroutable.
+    async fn await_confirms(&self, batch: &mut OnChannel<'_>) -> Returned {
+        let mut returned = Returned::new();
+        let events = batch.events;
+        for (index, confirm) in std::mem::take(&mut batch.confirms) {
+            let event = &events[index];
+            let outcome = match tokio::time::timeout_at(batch.deadline, confirm).await {
+                Ok(Ok(Confirmation::NotRequested)) => {
+                    batch.channel_state = ChannelState::Broken;
+                    Err(PublishFailure::Unavailable(
+                        "rabbitmq channel is not in confirm mode".to_owned(),
+                    ))
+                }
+                Ok(Ok(confirmation)) => {
+                    self.confirmation_outcome(confirmation, event, &mut returned)
+                }
+                Ok(Err(error)) => {
+                    batch.channel_state = ChannelState::Broken;
+                    Err(self.channel_failure(&error, event))
+                }
+                Err(_elapsed) => {
+                    batch.channel_state = ChannelState::Stuck;
+                    Err(PublishFailure::Unavailable(format!(
+                        "no rabbitmq publisher confirm within {} ms",
+                        self.config.confirm_timeout.as_millis()
+                    )))
+                }
+            };
+            batch.outcomes[index] = Some(outcome);
+        }
+        returned
+    }
+
+    /// The outcome an Ack or a Nack gives its event: an Ack is published, a
+    /// Nack rejected. A returned message is added to `returned`.
+    fn confirmation_outcome(
+        &self,
+        confirmation: Confirmation,
+        event: &OutboundEvent,
+        returned: &mut Returned,
+    ) -> Result<(), PublishFailure> {
+        let nacked = confirmation.is_nack();
+        if let Some(message) = confirmation.take_message() {
+            let message_id = message
+                .delivery
+                .properties
+                .message_id()
+                .as_ref()
+                .map(|id| id.as_str().to_owned())
+                .unwrap_or_default();
+            returned.insert(
+                message_id,
+                (message.reply_code, message.reply_text.as_str().to_owned()),
+            );
+        }
+        if nacked {
+            Err(PublishFailure::Rejected(format!(
+                "rabbitmq nacked the message (exchange {}, routing key {})",
+                event.topic,
+                self.routing_key(event)
+            )))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Turn the acknowledged events whose message came back unroutable
+    /// into rejections.
+    fn reject_returned(&self, batch: &mut OnChannel<'_>, returned: &Returned) {
+        for (outcome, event) in batch.outcomes.iter_mut().zip(batch.events) {
+            if !matches!(outcome, Some(Ok(()))) {
+                continue;
+            }
+            if let Some((reply_code, reply_text)) = returned.get(&event.event_id.to_string()) {
+                *outcome = Some(Err(PublishFailure::Rejected(format!(
+                    "unroutable: no queue bound to exchange {} for routing key {} ({reply_code} {reply_text})",
+                    event.topic,
+                    self.routing_key(event)
+                ))));
+            }
+        }
+    }
+}
+
+/// The outcomes of a batch none of whose messages was sent.
+fn finish(slots: Vec<Slot>) -> Vec<Result<(), PublishFailure>> {
+    slots
+        .into_iter()
+        .map(|slot| match slot {
+            Slot::Done(outcome) => outcome,
+            Slot::Ready(_) => Err(PublishFailure::Unavailable(
+                "rabbitmq message was not sent".to_owned(),
+            )),
+        })
+        .collect()
+}
+
+/// The outcomes of a batch that stopped before sending: every ready
+/// message fails with `failure`.
+fn fail_ready(slots: Vec<Slot>, failure: &PublishFailure) -> Vec<Result<(), PublishFailure>> {
+    slots
+        .into_iter()
+        .map(|slot| match slot {
+            Slot::Done(outcome) => outcome,
+            Slot::Ready(_) => Err(failure.clone()),
+        })
+        .collect()
+}
