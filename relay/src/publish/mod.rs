@@ -5,10 +5,12 @@ use futures::future::BoxFuture;
 use crate::OutboundEvent;
 
 pub mod cloudevent;
+mod from_config;
 pub mod kafka;
 pub mod rabbitmq;
 pub mod stdout;
 
+pub use from_config::build_publisher;
 pub use kafka::{KafkaPublisher, KafkaPublisherConfig};
 pub use rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};
 pub use stdout::StdoutPublisher;

@@ -5,7 +5,7 @@ use crate::Error;
 use crate::broker_url::BrokerUrl;
 use crate::config::RelayConfig;
 use crate::database_url::DatabaseUrl;
-use crate::publishers::build_publisher;
+use crate::publish::build_publisher;
 use crate::replay::{ReplayTime, replay, resolve_window};
 use crate::store::open_store;
 
