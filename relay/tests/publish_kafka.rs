@@ -441,6 +441,118 @@ async fn bad_client_option_fails_at_creation() {
     assert!(error.to_string().contains("acks"), "{error}");
 }
 
+fn config_with_option(name: &str, value: &str) -> KafkaPublisherConfig {
+    let mut config = KafkaPublisherConfig::new(vec![brokers()]);
+    config
+        .client_options
+        .insert(name.to_owned(), value.to_owned());
+    config
+}
+
+/// The publisher keeps `acks=all` and idempotence itself: a library user who builds it directly cannot turn them off
+/// through `client_options`.
+#[test]
+fn client_options_that_weaken_the_guarantee_are_refused_by_the_publisher() {
+    let cases = [
+        (
+            "acks",
+            "1",
+            "would weaken acknowledgements; the relay requires acks=all",
+        ),
+        ("acks", "0", "would weaken acknowledgements"),
+        ("request.required.acks", "1", "acks=all"),
+        ("topic.acks", "0", "acks=all"),
+        (
+            "enable.idempotence",
+            "false",
+            "would turn the idempotent producer off",
+        ),
+        ("enable.idempotence", "0", "idempotent producer"),
+    ];
+    for (name, value, reason) in cases {
+        let error = KafkaPublisher::new(config_with_option(name, value))
+            .expect_err("an option that weakens the guarantee must be refused");
+        match &error {
+            outbox_relay::Error::Config { reason: text, .. } => {
+                assert!(
+                    text.contains(&format!("kafka client option `{name}`")),
+                    "{name} = {value}: {error}"
+                );
+                assert!(text.contains(&format!("\"{value}\"")), "{error}");
+                assert!(text.contains(reason), "{name} = {value}: {error}");
+            }
+            other => panic!("{name} = {value}: expected Error::Config, got {other:?}"),
+        }
+    }
+}
+
+/// Overrides that would break ordering under idempotence and that librdkafka
+/// refuses itself: the publisher relies on that refusal, and this test
+/// notices if a librdkafka upgrade stops refusing them.
+#[test]
+fn librdkafka_refuses_overrides_that_break_ordering_under_idempotence() {
+    let cases = [
+        (
+            "max.in.flight.requests.per.connection",
+            "6",
+            "max.in.flight",
+        ),
+        ("max.in.flight", "100", "max.in.flight"),
+        ("retries", "0", "retries"),
+        ("message.send.max.retries", "0", "retries"),
+        ("queuing.strategy", "lifo", "queuing.strategy"),
+        (
+            "queue.buffering.backpressure.threshold",
+            "2",
+            "backpressure",
+        ),
+    ];
+    for (name, value, named) in cases {
+        let error = KafkaPublisher::new(config_with_option(name, value))
+            .expect_err("librdkafka must refuse it under idempotence");
+        let text = error.to_string();
+        assert!(
+            text.contains(named) && text.contains("enable.idempotence"),
+            "{name} = {value}: {text}"
+        );
+    }
+}
+
+/// Options that keep the guarantee, including its own settings restated,
+/// are accepted and the publisher delivers.
+#[tokio::test]
+async fn client_options_that_keep_the_guarantee_are_accepted_and_deliver() {
+    let brokers = require_broker().await;
+    let topic = unique_topic("options");
+    create_topic(&brokers, &topic, 2).await;
+    let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
+    for (name, value) in [
+        ("acks", "all"),
+        ("request.required.acks", "-1"),
+        ("enable.idempotence", "true"),
+        ("max.in.flight.requests.per.connection", "5"),
+        ("partitioner", "murmur2"),
+        ("linger.ms", "5"),
+    ] {
+        config
+            .client_options
+            .insert(name.to_owned(), value.to_owned());
+    }
+    let publisher = KafkaPublisher::new(config).expect("harmless options are accepted");
+    let events: Vec<OutboundEvent> = (0..6)
+        .map(|sequence| event(&topic, "order-1", sequence))
+        .collect();
+    let outcomes = publisher.publish(&events).await;
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    let received = consume(&brokers, &topic, events.len()).await;
+    let values: Vec<&str> = received
+        .iter()
+        .map(|message| message.value.as_str())
+        .collect();
+    let sent: Vec<&str> = events.iter().map(|event| event.payload.as_str()).collect();
+    assert_eq!(values, sent, "one key: one partition, in order");
+}
+
 /// librdkafka is built with OpenSSL: TLS and SASL/SCRAM settings are
 /// accepted, and a TLS client never publishes to a plaintext listener (its
 /// handshake fails) but reports the broker unavailable.

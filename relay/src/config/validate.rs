@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::RelayConfig;
 use super::diagnostics::Problem;
 use super::duration::format_duration;
+use crate::publish::kafka::check_client_option;
 
 impl RelayConfig {
     /// Checks ranges and the relations between fields; the first problem
@@ -183,8 +184,9 @@ fn check_instance_id(instance_id: &str) -> Result<(), Problem> {
     Err(Problem::new(&["instance_id"], reason.to_owned()))
 }
 
-/// Refuses librdkafka settings that the relay owns or that would break the
-/// contract's `acks=all` and idempotence.
+/// Refuses librdkafka settings that the relay owns, and those that would
+/// weaken the Kafka publisher's guarantee (see
+/// [`check_client_option`]).
 fn check_kafka_option(name: &str, value: &str) -> Result<(), Problem> {
     let field = ["kafka", "options", name];
     let reason = match name {
@@ -194,19 +196,10 @@ fn check_kafka_option(name: &str, value: &str) -> Result<(), Problem> {
         "message.timeout.ms" | "delivery.timeout.ms" => {
             "is set from [kafka] message_timeout; remove it here".to_owned()
         }
-        "enable.idempotence" if !value.eq_ignore_ascii_case("true") => format!(
-            "\"{value}\" would turn the idempotent producer off; the relay requires it, so that \
-             producer retries neither duplicate nor reorder events; remove the setting"
-        ),
-        "acks" | "request.required.acks"
-            if !(value.eq_ignore_ascii_case("all") || value == "-1") =>
-        {
-            format!(
-                "\"{value}\" would weaken acknowledgements; the relay requires acks=all, so that \
-                 an acknowledged event cannot be lost; remove the setting"
-            )
-        }
-        _ => return Ok(()),
+        _ => match check_client_option(name, value) {
+            Ok(()) => return Ok(()),
+            Err(reason) => reason,
+        },
     };
     Err(Problem::new(&field, reason))
 }

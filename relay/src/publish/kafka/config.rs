@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
 
+use super::guarantee::check_client_option;
+
 /// Settings of a [`KafkaPublisher`](super::KafkaPublisher).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KafkaPublisherConfig {
@@ -28,7 +30,9 @@ pub struct KafkaPublisherConfig {
     pub new_topic_replication_factor: i32,
     /// librdkafka client options (`security.protocol`, `sasl.*`,
     /// `compression.type`, `message.max.bytes`, ...), applied after the
-    /// publisher's own settings, so they can override them.
+    /// publisher's own settings, so they can override them; options that
+    /// would weaken `acks=all` or turn idempotence off are refused by
+    /// [`KafkaPublisher::new`](super::KafkaPublisher::new).
     pub client_options: BTreeMap<String, String>,
 }
 
@@ -101,7 +105,8 @@ impl KafkaPublisherConfig {
     }
 
     /// Checks the settings librdkafka does not check for the publisher:
-    /// the brokers, the timeouts and the counts of new topics.
+    /// the brokers, the timeouts, the counts of new topics, and the client
+    /// options that would weaken the guarantee.
     pub(super) fn validate(&self) -> Result<(), crate::Error> {
         if self.brokers.is_empty() || self.brokers.iter().any(|broker| broker.trim().is_empty()) {
             return Err(crate::Error::InvalidBrokerUrl {
@@ -123,6 +128,12 @@ impl KafkaPublisherConfig {
                 "new_topic_replication_factor",
                 "must be at least 1",
             ));
+        }
+        for (name, value) in &self.client_options {
+            check_client_option(name, value).map_err(|reason| crate::Error::Config {
+                path: "--config".to_owned(),
+                reason: format!("kafka client option `{name}`: {reason}"),
+            })?;
         }
         Ok(())
     }

@@ -28,14 +28,20 @@
 //! once with [`PublishFailure::Rejected`] naming the topic, or the topic is
 //! created first when [`KafkaPublisherConfig::create_missing_topics`] is on.
 //!
+//! The guarantee is kept by the publisher itself: [`KafkaPublisher::new`]
+//! refuses client options that would turn idempotence off or weaken
+//! `acks`, whoever calls it.
+//!
 //! The parts: `config` (settings and the librdkafka client configurations),
-//! `client` (the producer and admin client, rebuilt when broken), `topics`
+//! `guarantee` (the client options refused), `client` (the producer and
+//! admin client, rebuilt when broken), `topics`
 //! (lookup and creation), `send` (the batch's send-and-await), `classify`
 //! (what a Kafka error means) and `headers` (the CloudEvents headers).
 
 mod classify;
 mod client;
 mod config;
+mod guarantee;
 mod headers;
 mod send;
 mod topics;
@@ -51,6 +57,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 
 pub use config::KafkaPublisherConfig;
+pub(crate) use guarantee::check_client_option;
 
 use crate::OutboundEvent;
 use crate::publish::{PublishFailure, Publisher};
@@ -97,8 +104,11 @@ impl KafkaPublisher {
     ///
     /// # Errors
     /// [`crate::Error::InvalidBrokerUrl`] without brokers,
-    /// [`crate::Error::Config`] for a setting out of range, and
-    /// [`crate::Error::Kafka`] for a client option librdkafka refuses.
+    /// [`crate::Error::Config`] for a setting out of range or a client
+    /// option that would weaken the guarantee (`acks` other than `all`,
+    /// `enable.idempotence` other than `true`),
+    /// and [`crate::Error::Kafka`] for a client option librdkafka refuses,
+    /// such as `max.in.flight` above 5 under idempotence.
     pub fn new(config: KafkaPublisherConfig) -> Result<Self, crate::Error> {
         config.validate()?;
         let producer_config = config.producer_config();
