@@ -449,7 +449,8 @@ fn config_with_option(name: &str, value: &str) -> KafkaPublisherConfig {
     config
 }
 
-/// The publisher keeps `acks=all` and idempotence itself: a library user who builds it directly cannot turn them off
+/// The publisher keeps `acks=all`, idempotence and key-based partitioning
+/// itself: a library user who builds it directly cannot turn them off
 /// through `client_options`.
 #[test]
 fn client_options_that_weaken_the_guarantee_are_refused_by_the_publisher() {
@@ -468,6 +469,7 @@ fn client_options_that_weaken_the_guarantee_are_refused_by_the_publisher() {
             "would turn the idempotent producer off",
         ),
         ("enable.idempotence", "0", "idempotent producer"),
+        ("partitioner", "random", "lose their order"),
     ];
     for (name, value, reason) in cases {
         let error = KafkaPublisher::new(config_with_option(name, value))

@@ -229,8 +229,9 @@ impl Default for RetentionConfig {
     }
 }
 
-/// `[kafka]`: the Kafka producer. It always runs with idempotence on and
-/// `acks=all`; options that would weaken that are refused.
+/// `[kafka]`: the Kafka producer. It always runs with idempotence on,
+/// `acks=all` and a partitioner that follows the key; options that would
+/// weaken that are refused.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct KafkaConfig {
@@ -261,7 +262,8 @@ pub struct KafkaConfig {
     /// `"security.protocol" = "sasl_ssl"`). Integers, floats and booleans
     /// are turned into their text. `bootstrap.servers` comes from
     /// `--broker`, `message.timeout.ms` from `message_timeout`; settings
-    /// that would turn idempotence off or weaken `acks` are refused.
+    /// that would turn idempotence off, weaken `acks` or spread one key
+    /// over partitions (`partitioner = "random"`) are refused.
     /// Default: none.
     #[serde(deserialize_with = "deserialize::kafka_options")]
     pub options: BTreeMap<String, String>,

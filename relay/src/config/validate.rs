@@ -222,3 +222,31 @@ fn check_range(field: &[&str], value: u32, min: u32, max: u32) -> Result<(), Pro
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kafka_options_that_weaken_the_publisher_guarantee_are_refused_with_their_line() {
+        for (option, expected) in [
+            (
+                "partitioner = \"random\"",
+                "kafka.options.partitioner: \"random\" ignores the key",
+            ),
+            (
+                "\"topic.acks\" = 1",
+                "kafka.options.\"topic.acks\": \"1\" would weaken acknowledgements",
+            ),
+        ] {
+            let text = format!("[kafka.options]\n{option}\n");
+            let error = RelayConfig::from_toml_str(&text, "relay.toml")
+                .expect_err("the option must be refused")
+                .to_string();
+            assert!(error.contains(expected), "{error}");
+            assert!(error.contains("(line 2, column 1)"), "{error}");
+        }
+        RelayConfig::from_toml_str("[kafka.options]\npartitioner = \"murmur2\"\n", "relay.toml")
+            .expect("a partitioner that follows the key is accepted");
+    }
+}

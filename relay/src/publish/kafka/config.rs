@@ -31,7 +31,8 @@ pub struct KafkaPublisherConfig {
     /// librdkafka client options (`security.protocol`, `sasl.*`,
     /// `compression.type`, `message.max.bytes`, ...), applied after the
     /// publisher's own settings, so they can override them; options that
-    /// would weaken `acks=all` or turn idempotence off are refused by
+    /// would weaken `acks=all`, turn idempotence off or spread one key over
+    /// partitions are refused by
     /// [`KafkaPublisher::new`](super::KafkaPublisher::new).
     pub client_options: BTreeMap<String, String>,
 }

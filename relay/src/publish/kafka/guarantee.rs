@@ -1,7 +1,9 @@
 //! The client options that would weaken what the Kafka publisher
 //! guarantees (`docs/guarantees.md`): an acknowledged event is on every
-//! in-sync replica (`acks=all`), and librdkafka's retries neither duplicate
-//! nor reorder records (the idempotent producer).
+//! in-sync replica (`acks=all`), librdkafka's retries neither duplicate nor
+//! reorder records (the idempotent producer), and the events of one
+//! aggregate go to one partition, in order (a partitioner that follows the
+//! key).
 //!
 //! [`KafkaPublisher::new`](super::KafkaPublisher::new) refuses them
 //! whoever builds it, and the relay's configuration refuses them in
@@ -32,6 +34,12 @@ pub(crate) fn check_client_option(name: &str, value: &str) -> Result<(), String>
                  an acknowledged event cannot be lost; remove the setting"
             ))
         }
+        "partitioner" if value == "random" => Err(format!(
+            "\"{value}\" ignores the key, so the events of one aggregate would be spread over \
+             partitions and lose their order; the relay requires a partitioner that follows the \
+             key (murmur2_random by default, or murmur2, consistent, consistent_random, fnv1a, \
+             fnv1a_random)"
+        )),
         _ => Ok(()),
     }
 }
@@ -49,6 +57,8 @@ mod tests {
             ("topic.acks", "all"),
             ("enable.idempotence", "true"),
             ("enable.idempotence", "True"),
+            ("partitioner", "murmur2"),
+            ("partitioner", "consistent_random"),
             ("max.in.flight.requests.per.connection", "5"),
             ("linger.ms", "5"),
             ("compression.type", "zstd"),
@@ -67,6 +77,8 @@ mod tests {
             ("topic.request.required.acks", "1", "acks=all"),
             ("enable.idempotence", "false", "idempotent producer off"),
             ("enable.idempotence", "0", "idempotent producer off"),
+            ("partitioner", "random", "lose their order"),
+            ("topic.partitioner", "random", "lose their order"),
         ] {
             let refusal = check_client_option(name, value).expect_err(name);
             assert!(refusal.contains(reason), "{name} = {value}: {refusal}");

@@ -29,8 +29,8 @@
 //! created first when [`KafkaPublisherConfig::create_missing_topics`] is on.
 //!
 //! The guarantee is kept by the publisher itself: [`KafkaPublisher::new`]
-//! refuses client options that would turn idempotence off or weaken
-//! `acks`, whoever calls it.
+//! refuses client options that would turn idempotence off, weaken `acks`
+//! or spread one key over partitions, whoever calls it.
 //!
 //! The parts: `config` (settings and the librdkafka client configurations),
 //! `guarantee` (the client options refused), `client` (the producer and
@@ -106,7 +106,7 @@ impl KafkaPublisher {
     /// [`crate::Error::InvalidBrokerUrl`] without brokers,
     /// [`crate::Error::Config`] for a setting out of range or a client
     /// option that would weaken the guarantee (`acks` other than `all`,
-    /// `enable.idempotence` other than `true`),
+    /// `enable.idempotence` other than `true`, `partitioner = "random"`),
     /// and [`crate::Error::Kafka`] for a client option librdkafka refuses,
     /// such as `max.in.flight` above 5 under idempotence.
     pub fn new(config: KafkaPublisherConfig) -> Result<Self, crate::Error> {
