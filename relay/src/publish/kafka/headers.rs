@@ -2,6 +2,7 @@
 //! CloudEvents Kafka binding, and the W3C trace context under its plain
 //! names.
 
+use outbox::wire;
 use rdkafka::message::{Header, OwnedHeaders};
 
 use crate::OutboundEvent;
@@ -15,20 +16,20 @@ pub(super) fn kafka_headers(cloud_event: &CloudEvent, event: &OutboundEvent) -> 
     let attributes = cloud_event.attributes();
     let mut headers = OwnedHeaders::new_with_capacity(attributes.len() + 2);
     for (name, value) in &attributes {
-        if *name == "datacontenttype" {
+        if *name == wire::DATACONTENTTYPE_ATTRIBUTE {
             headers = headers.insert(Header {
-                key: "content-type",
+                key: wire::KAFKA_CONTENT_TYPE_HEADER,
                 value: Some(value.as_str()),
             });
         } else {
-            let key = format!("ce_{name}");
+            let key = wire::kafka_header_name(name);
             headers = headers.insert(Header {
                 key: key.as_str(),
                 value: Some(value.as_str()),
             });
         }
     }
-    for trace_header in ["traceparent", "tracestate"] {
+    for trace_header in wire::TRACE_CONTEXT_HEADERS {
         if let Some(value) = event.headers.get(trace_header) {
             headers = headers.insert(Header {
                 key: trace_header,

@@ -1,6 +1,5 @@
 //! [`KafkaPublisher`]: publishes outbox events to Kafka as CloudEvents in
-//! binary content mode (the wire format is in the README's relay section,
-//! `README.md#the-relay`).
+//! binary content mode (`docs/wire-format.md`).
 //!
 //! One record per event: topic = `topic`, key = `aggregate_id`, value = the
 //! payload's JSON bytes, headers `ce_specversion`, `ce_id`, `ce_source`,

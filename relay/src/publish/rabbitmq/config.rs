@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::config::RoutingKey;
+use crate::mask_password;
 
 /// Settings of a [`RabbitMqPublisher`](super::RabbitMqPublisher).
 #[derive(Clone, PartialEq, Eq)]
@@ -89,39 +90,5 @@ impl std::fmt::Debug for RabbitMqPublisherConfig {
             .field("confirm_timeout", &self.confirm_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .finish()
-    }
-}
-
-/// `url` with the password of its user info replaced by `***`.
-pub(super) fn mask_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    let Some((user_info, host)) = authority.rsplit_once('@') else {
-        return url.to_owned();
-    };
-    match user_info.split_once(':') {
-        Some((user, _password)) => format!("{scheme}://{user}:***@{host}{path}"),
-        None => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn masks_the_password() {
-        assert_eq!(
-            mask_password("amqp://guest:secret@host:5672/%2f"),
-            "amqp://guest:***@host:5672/%2f"
-        );
-        assert_eq!(
-            mask_password("amqps://user@host/vh"),
-            "amqps://user@host/vh"
-        );
-        assert_eq!(mask_password("amqp://host:5672"), "amqp://host:5672");
     }
 }

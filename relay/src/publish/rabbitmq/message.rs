@@ -3,15 +3,13 @@
 
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use outbox::wire;
 
 use super::RabbitMqPublisher;
 use crate::OutboundEvent;
 use crate::config::RoutingKey;
 use crate::publish::PublishFailure;
 use crate::publish::cloudevent::{CONTENT_TYPE_JSON, CloudEvent};
-
-/// Prefix of the CloudEvents attributes in the AMQP headers table.
-const HEADER_PREFIX: &str = "cloudEvents:";
 
 /// One event as AMQP publishes it; the body is the event's payload.
 pub(super) struct Message {
@@ -78,7 +76,7 @@ impl RabbitMqPublisher {
 fn amqp_headers(cloud_event: &CloudEvent, event: &OutboundEvent) -> FieldTable {
     let mut headers = FieldTable::default();
     for (name, value) in cloud_event.attributes() {
-        let key = format!("{HEADER_PREFIX}{name}");
+        let key = wire::amqp_header_name(name);
         match ShortString::try_new(key) {
             Ok(key) => {
                 headers.insert(key, AMQPValue::LongString(LongString::from(value)));
@@ -88,7 +86,7 @@ fn amqp_headers(cloud_event: &CloudEvent, event: &OutboundEvent) -> FieldTable {
             }
         }
     }
-    for trace_header in ["traceparent", "tracestate"] {
+    for trace_header in wire::TRACE_CONTEXT_HEADERS {
         if let Some(value) = event.headers.get(trace_header) {
             headers.insert(
                 ShortString::from(trace_header),

@@ -1,6 +1,5 @@
 //! [`RabbitMqPublisher`]: publishes outbox events to RabbitMQ (AMQP 0-9-1)
-//! as CloudEvents in binary content mode (the wire format is in the
-//! README's relay section, `README.md#the-relay`).
+//! as CloudEvents in binary content mode (`docs/wire-format.md`).
 //!
 //! One message per event: exchange = `topic`, routing key = `event_type`
 //! (or the routing key configured for the topic), `mandatory`, persistent
@@ -53,8 +52,8 @@ use futures::future::BoxFuture;
 pub use config::RabbitMqPublisherConfig;
 
 use crate::OutboundEvent;
+use crate::mask_password;
 use crate::publish::{PublishFailure, Publisher};
-use config::mask_password;
 use connection::Session;
 
 /// Publishes outbox events to RabbitMQ (see the module documentation).
