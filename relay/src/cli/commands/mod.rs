@@ -8,7 +8,9 @@ mod run;
 mod status;
 
 use crate::Error;
-use crate::broker_url::resolve_broker_url;
+use std::path::PathBuf;
+
+use crate::broker_url::{BrokerUrl, resolve_broker_url};
 use crate::cli::{Command, DatabaseArgs};
 use crate::config::RelayConfig;
 use crate::database_url::{DatabaseUrl, resolve_database_url};
@@ -25,6 +27,22 @@ fn database_url(args: &DatabaseArgs) -> Result<DatabaseUrl, Error> {
     resolve_database_url(args.database_url.as_deref(), environment)
 }
 
+/// The database, the broker and the configuration of a command that
+/// publishes, each resolved and checked.
+fn relay_inputs(
+    database: &DatabaseArgs,
+    broker: Option<&str>,
+    config: Option<PathBuf>,
+) -> Result<(DatabaseUrl, BrokerUrl, RelayConfig), Error> {
+    let database_url = database_url(database)?;
+    let broker_url = resolve_broker_url(broker, environment)?;
+    let config = match config {
+        Some(path) => RelayConfig::load(path)?,
+        None => RelayConfig::default(),
+    };
+    Ok((database_url, broker_url, config))
+}
+
 /// Run one subcommand to completion.
 ///
 /// # Errors
@@ -39,12 +57,8 @@ pub async fn execute(command: Command) -> Result<(), Error> {
         } => {
             // Everything that can be wrong with the input is checked before
             // anything connects, let alone claims.
-            let database_url = database_url(&database)?;
-            let broker_url = resolve_broker_url(broker.as_deref(), environment)?;
-            let config = match config {
-                Some(path) => RelayConfig::load(path)?,
-                None => RelayConfig::default(),
-            };
+            let (database_url, broker_url, config) =
+                relay_inputs(&database, broker.as_deref(), config)?;
             run::run(database_url, broker_url, config, skip_migrate).await
         }
         Command::Migrate { database } => {
@@ -67,12 +81,8 @@ pub async fn execute(command: Command) -> Result<(), Error> {
             until,
         } => {
             // As for `run`: every input is checked before anything connects.
-            let database_url = database_url(&database)?;
-            let broker_url = resolve_broker_url(broker.as_deref(), environment)?;
-            let config = match config {
-                Some(path) => RelayConfig::load(path)?,
-                None => RelayConfig::default(),
-            };
+            let (database_url, broker_url, config) =
+                relay_inputs(&database, broker.as_deref(), config)?;
             let since = ReplayTime::parse("--since", &since)?;
             let until = until
                 .map(|text| ReplayTime::parse("--until", &text))
