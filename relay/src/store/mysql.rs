@@ -80,6 +80,34 @@ impl MySqlStore {
     pub fn pool(&self) -> &MySqlPool {
         &self.pool
     }
+
+    /// The plan MariaDB / MySQL chooses for the batch loop's fetch, as
+    /// `EXPLAIN FORMAT=JSON` gives it: for operators looking into slow
+    /// fetches, and for the test that keeps the plan free of a sort over
+    /// the pending rows.
+    ///
+    /// # Errors
+    /// [`Error::Database`] when the statement fails.
+    pub async fn fetch_pending_plan(
+        &self,
+        partition_count: i32,
+        partitions: &[i32],
+        hold_dead: bool,
+        limit: i64,
+    ) -> Result<serde_json::Value, Error> {
+        let explain = format!("EXPLAIN FORMAT=JSON {FETCH_PENDING}");
+        let plan: String = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
+            .bind(partition_count)
+            .bind(partition_count)
+            .bind(integers_json(partitions))
+            .bind(integers_json::<i64>(&[]))
+            .bind(hold_dead)
+            .bind(limit)
+            .fetch_one(&self.pool)
+            .await?;
+        serde_json::from_str(&plan)
+            .map_err(|error| Error::Database(sqlx::Error::Decode(Box::new(error))))
+    }
 }
 
 /// Durations travel as whole microseconds (`INTERVAL ? MICROSECOND`).

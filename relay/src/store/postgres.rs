@@ -15,6 +15,16 @@ use super::{ACQUIRE_TIMEOUT, POOL_SIZE};
 use crate::Error;
 use crate::wakeup::{NOTIFY_CHANNEL, Wakeup};
 
+/// Statements run before a fetch, in its transaction: the planner must not
+/// sort the pending rows. The fetch wants the first rows in id order, which
+/// the pending index gives at once; without fresh statistics (a backlog
+/// written in a burst, before autovacuum analyzes it) the planner would
+/// otherwise read every pending row and sort them, a hundred times slower.
+const FETCH_SETTINGS: &[&str] = &["SET LOCAL enable_sort = off"];
+
+/// The fetch, as [`PostgresStore::fetch_pending_plan`] explains it.
+const FETCH_PENDING: &str = include_str!("sql/postgres/fetch_pending.sql");
+
 /// Statements run before a mark, in its transaction: its commit does not
 /// wait for the WAL flush. A mark lost to a database crash leaves its
 /// events pending, so they are published again: at least once still holds,
@@ -54,6 +64,38 @@ impl PostgresStore {
     /// The pool.
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The plan PostgreSQL chooses for the batch loop's fetch, with the
+    /// fetch's own settings, as `EXPLAIN (FORMAT JSON)` gives it: for
+    /// operators looking into slow fetches, and for the test that keeps the
+    /// plan free of a sort over the pending rows.
+    ///
+    /// # Errors
+    /// [`Error::Database`] when the statement fails.
+    pub async fn fetch_pending_plan(
+        &self,
+        partition_count: i32,
+        partitions: &[i32],
+        hold_dead: bool,
+        limit: i64,
+    ) -> Result<serde_json::Value, Error> {
+        let mut transaction = self.pool.begin().await?;
+        for setting in FETCH_SETTINGS {
+            sqlx::query(*setting).execute(&mut *transaction).await?;
+        }
+        let explain = format!("EXPLAIN (FORMAT JSON) {FETCH_PENDING}");
+        let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
+            .persistent(false)
+            .bind(partition_count)
+            .bind(partitions.to_vec())
+            .bind(hold_dead)
+            .bind(limit)
+            .bind(Vec::<i64>::new())
+            .fetch_one(&mut *transaction)
+            .await?;
+        transaction.rollback().await?;
+        Ok(plan)
     }
 }
 
@@ -120,6 +162,7 @@ returning_statements!(
     "postgres",
     integer_array,
     timestamptz,
+    FETCH_SETTINGS,
     MARK_SETTINGS,
     listen_for_commits
 );

@@ -11,7 +11,7 @@
 /// [`OperatorStore`](crate::store::OperatorStore) for a store with a `pool`
 /// field.
 macro_rules! returning_statements {
-    ($store:ty, $backend:literal, $bind_integers:path, $bind_time:path, $mark_settings:path, $watch_commits:path) => {
+    ($store:ty, $backend:literal, $bind_integers:path, $bind_time:path, $fetch_settings:path, $mark_settings:path, $watch_commits:path) => {
         const _: () = {
             use std::time::Duration;
 
@@ -173,7 +173,7 @@ macro_rules! returning_statements {
                         // cached statement compares every row with each id of
                         // `exclude` (thousands while marks are in flight);
                         // PostgreSQL's plan for the actual list hashes it.
-                        let rows = sqlx::query(include_str!(concat!(
+                        let fetch = sqlx::query(include_str!(concat!(
                             "sql/",
                             $backend,
                             "/fetch_pending.sql"
@@ -183,9 +183,17 @@ macro_rules! returning_statements {
                         .bind($bind_integers(partitions))
                         .bind(hold_dead)
                         .bind(limit)
-                        .bind($bind_integers(exclude))
-                        .fetch_all(&self.pool)
-                        .await?;
+                        .bind($bind_integers(exclude));
+                        if $fetch_settings.is_empty() {
+                            let rows = fetch.fetch_all(&self.pool).await?;
+                            return Ok(map_rows(&rows, claimed_from_row)?);
+                        }
+                        let mut transaction = self.pool.begin().await?;
+                        for setting in $fetch_settings {
+                            sqlx::query(*setting).execute(&mut *transaction).await?;
+                        }
+                        let rows = fetch.fetch_all(&mut *transaction).await?;
+                        transaction.commit().await?;
                         Ok(map_rows(&rows, claimed_from_row)?)
                     })
                 }

@@ -18,6 +18,11 @@ use crate::wakeup::Wakeup;
 /// How long SQLite waits for another process's write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A fetch runs with the connection's settings: SQLite plans without
+/// statistics unless `ANALYZE` was run, so a backlog does not change its
+/// plan.
+const FETCH_SETTINGS: &[&str] = &[];
+
 /// A mark runs with the connection's settings.
 const MARK_SETTINGS: &[&str] = &[];
 
@@ -76,6 +81,7 @@ returning_statements!(
     "sqlite",
     integers_json,
     time_text,
+    FETCH_SETTINGS,
     MARK_SETTINGS,
     poll_for_commits
 );

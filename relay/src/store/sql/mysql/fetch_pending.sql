@@ -3,10 +3,13 @@
 -- dead events hold their aggregate, ? batch size.
 -- Pending, due events in id order. An event is skipped while an earlier
 -- event of its aggregate waits for a retry (or is dead, under the hold
--- policy); the probe uses outbox_events_aggregate_idx.
+-- policy); the probe uses outbox_events_aggregate_idx. The (state, id)
+-- index is forced: it gives the pending rows in id order, so the first
+-- rows come at once, whatever the statistics say; without it the
+-- optimizer may read every pending row and sort them.
 SELECT e.id, e.event_id, e.event_type, e.event_version, e.source, e.aggregate_type, e.aggregate_id,
        e.topic, e.payload, e.headers, e.created_at, e.attempts, e.partition_key % ? AS partition_no
-FROM outbox_events AS e
+FROM outbox_events AS e FORCE INDEX (outbox_events_state_id_idx)
 WHERE e.state = 'pending'
   AND e.partition_key % ? IN (
       SELECT leased.partition_no FROM JSON_TABLE(?, '$[*]' COLUMNS (partition_no INT PATH '$')) AS leased)
