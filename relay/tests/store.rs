@@ -195,6 +195,85 @@ async fn a_lost_lease_cannot_mark_or_fail_rows<DB: outbox::Backend + TestBackend
     assert_eq!(again.len(), new.len());
 }
 
+/// The token, not the owner, fences: the same relay holding a partition
+/// again under a new token cannot complete work fetched under the old one.
+async fn the_same_owner_with_an_old_token_is_fenced_out<DB: outbox::Backend + TestBackend>(
+    db: &TestDatabase<DB>,
+    store: Arc<dyn OutboxStore>,
+) {
+    store.migrate().await.expect("migrate");
+    let partition_count = store.partition_count().await.expect("partition count");
+    enqueue(db, &[("a", 1), ("b", 2), ("c", 3)]).await;
+    let old = store
+        .acquire_leases("relay-a", 1000, LONG)
+        .await
+        .expect("acquire");
+    let fetched = store
+        .fetch_pending(partition_count, &partitions(&old), &[], true, 100)
+        .await
+        .expect("fetch");
+    let ids: Vec<i64> = fetched.iter().map(|claimed| claimed.event.id).collect();
+    assert_eq!(ids.len(), 3);
+
+    // relay-a gives its partitions up and takes them again: new tokens.
+    store
+        .release_leases("relay-a", &old)
+        .await
+        .expect("release");
+    let new = store
+        .acquire_leases("relay-a", 1000, LONG)
+        .await
+        .expect("acquire again");
+    assert_eq!(partitions(&new), partitions(&old));
+    for (old_lease, new_lease) in old.iter().zip(&new) {
+        assert!(new_lease.lease_token > old_lease.lease_token);
+    }
+
+    let stale_mark = store
+        .mark_published("relay-a", partition_count, &old, &ids)
+        .await
+        .expect("mark");
+    assert_eq!(
+        stale_mark, 0,
+        "an old token marks nothing, whoever holds it"
+    );
+    let stale_failure = FailedAttempt {
+        id: ids[0],
+        partition_no: fetched[0].partition_no,
+        error: "stale".to_owned(),
+        retry_in: None,
+    };
+    assert_eq!(
+        store
+            .record_failures("relay-a", partition_count, &old, &[stale_failure])
+            .await
+            .expect("record"),
+        0,
+        "an old token alters nothing"
+    );
+    assert!(
+        store
+            .renew_leases("relay-a", &old, LONG)
+            .await
+            .expect("renew")
+            .is_empty(),
+        "an old token is not renewed"
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'pending' AND attempts = 0")
+            .await,
+        3
+    );
+    assert_eq!(
+        store
+            .mark_published("relay-a", partition_count, &new, &ids)
+            .await
+            .expect("mark"),
+        3,
+        "the current token marks the rows"
+    );
+}
+
 async fn concurrent_acquirers_split_the_partitions<DB: outbox::Backend + TestBackend>(
     _db: &TestDatabase<DB>,
     store: Arc<dyn OutboxStore>,
@@ -557,6 +636,7 @@ macro_rules! scenarios_on_every_backend {
 
 scenarios_on_every_backend!(
     a_lost_lease_cannot_mark_or_fail_rows,
+    the_same_owner_with_an_old_token_is_fenced_out,
     concurrent_acquirers_split_the_partitions,
     a_failed_event_holds_back_its_aggregate_only,
     retention_deletes_only_old_published_events,
