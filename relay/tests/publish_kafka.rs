@@ -8,61 +8,11 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, SubsecRound, Utc};
 use outbox_relay::OutboundEvent;
 use outbox_relay::publish::{KafkaPublisher, KafkaPublisherConfig, PublishFailure, Publisher};
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
+use outbox_testkit::{kafka, unique_name};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use uuid::Uuid;
-
-fn brokers() -> String {
-    std::env::var("OUTBOX_TEST_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".to_owned())
-}
-
-/// Fails the test, naming the broker, when nothing answers on its port.
-async fn require_broker() -> String {
-    let brokers = brokers();
-    let first = brokers.split(',').next().unwrap_or_default().to_owned();
-    let connected = tokio::time::timeout(
-        Duration::from_secs(3),
-        tokio::net::TcpStream::connect(&first),
-    )
-    .await;
-    if !matches!(connected, Ok(Ok(_))) {
-        panic!(
-            "the Kafka broker (tansu) is not reachable at {first}; start the test services with `scripts/test.sh --services-only`"
-        );
-    }
-    brokers
-}
-
-fn unique_topic(prefix: &str) -> String {
-    format!("outbox-test-{prefix}-{}", Uuid::now_v7())
-}
-
-fn admin(brokers: &str) -> AdminClient<DefaultClientContext> {
-    ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .expect("kafka admin client")
-}
-
-async fn create_topic(brokers: &str, topic: &str, partitions: i32) {
-    let results = admin(brokers)
-        .create_topics(
-            [&NewTopic::new(
-                topic,
-                partitions,
-                TopicReplication::Fixed(1),
-            )],
-            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
-        )
-        .await
-        .expect("create_topics request");
-    for result in results {
-        result.expect("topic created");
-    }
-}
 
 /// Partition count of `topic`, or `None` when the broker does not know it.
 /// Never creates the topic.
@@ -193,9 +143,9 @@ async fn consume(brokers: &str, topic: &str, count: usize) -> Vec<Received> {
 
 #[tokio::test]
 async fn batch_arrives_with_every_cloudevents_attribute_in_key_order() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("batch");
-    create_topic(&brokers, &topic, 3).await;
+    let brokers = kafka::require_kafka().await;
+    let topic = unique_name("batch");
+    kafka::create_topic(&brokers, &topic, 3).await;
     let publisher = publisher(&brokers);
 
     // 50 aggregates, 10 events each, interleaved as a relay batch would be.
@@ -311,9 +261,9 @@ async fn batch_arrives_with_every_cloudevents_attribute_in_key_order() {
 
 #[tokio::test]
 async fn oversized_message_is_rejected_alone() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("oversized");
-    create_topic(&brokers, &topic, 1).await;
+    let brokers = kafka::require_kafka().await;
+    let topic = unique_name("oversized");
+    kafka::create_topic(&brokers, &topic, 1).await;
     let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
     config
         .client_options
@@ -344,10 +294,10 @@ async fn oversized_message_is_rejected_alone() {
 
 #[tokio::test]
 async fn missing_topic_is_rejected_naming_it_without_creating_it() {
-    let brokers = require_broker().await;
-    let existing = unique_topic("existing");
-    create_topic(&brokers, &existing, 1).await;
-    let missing = unique_topic("missing");
+    let brokers = kafka::require_kafka().await;
+    let existing = unique_name("existing");
+    kafka::create_topic(&brokers, &existing, 1).await;
+    let missing = unique_name("missing");
     let publisher = publisher(&brokers);
 
     let events = vec![
@@ -380,15 +330,15 @@ async fn missing_topic_is_rejected_naming_it_without_creating_it() {
 
     // A missing topic is not remembered: once it exists, the next publish
     // (a retry, say) reaches it.
-    create_topic(&brokers, &missing, 1).await;
+    kafka::create_topic(&brokers, &missing, 1).await;
     let retried = publisher.publish(&events[..1]).await;
     assert_eq!(retried, vec![Ok(())], "published once the topic exists");
 }
 
 #[tokio::test]
 async fn missing_topic_is_created_when_enabled() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("created");
+    let brokers = kafka::require_kafka().await;
+    let topic = unique_name("created");
     let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
     config.create_missing_topics = true;
     config.new_topic_partitions = 2;
@@ -426,14 +376,14 @@ async fn unreachable_broker_is_unavailable() {
 
 #[tokio::test]
 async fn bad_client_option_fails_at_creation() {
-    let mut config = KafkaPublisherConfig::new(vec![brokers()]);
+    let mut config = KafkaPublisherConfig::new(vec![kafka::brokers()]);
     config
         .client_options
         .insert("linger.msec".to_owned(), "5".to_owned());
     let error = KafkaPublisher::new(config).expect_err("unknown option");
     assert!(error.to_string().contains("linger.msec"), "{error}");
 
-    let mut config = KafkaPublisherConfig::new(vec![brokers()]);
+    let mut config = KafkaPublisherConfig::new(vec![kafka::brokers()]);
     config
         .client_options
         .insert("acks".to_owned(), "several".to_owned());
@@ -560,9 +510,9 @@ async fn client_options_that_keep_the_guarantee_are_accepted_and_deliver() {
 /// handshake fails) but reports the broker unavailable.
 #[tokio::test]
 async fn tls_settings_are_accepted_and_a_plaintext_listener_fails_the_handshake() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("tls");
-    create_topic(&brokers, &topic, 1).await;
+    let brokers = kafka::require_kafka().await;
+    let topic = unique_name("tls");
+    kafka::create_topic(&brokers, &topic, 1).await;
 
     let mut scram = KafkaPublisherConfig::new(vec![brokers.clone()]);
     for (key, value) in [
@@ -596,9 +546,9 @@ async fn tls_settings_are_accepted_and_a_plaintext_listener_fails_the_handshake(
 /// consumers read them back.
 #[tokio::test]
 async fn zstd_compressed_batches_arrive() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("zstd");
-    create_topic(&brokers, &topic, 1).await;
+    let brokers = kafka::require_kafka().await;
+    let topic = unique_name("zstd");
+    kafka::create_topic(&brokers, &topic, 1).await;
     let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
     config
         .client_options
@@ -620,7 +570,7 @@ async fn zstd_compressed_batches_arrive() {
 
 #[tokio::test]
 async fn check_connection_reports_a_live_broker() {
-    let brokers = require_broker().await;
+    let brokers = kafka::require_kafka().await;
     let publisher = publisher(&brokers);
     assert!(
         !publisher.is_connected(),
@@ -632,9 +582,9 @@ async fn check_connection_reports_a_live_broker() {
 
 #[tokio::test]
 async fn full_producer_queue_waits_instead_of_dropping() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("queue-full");
-    create_topic(&brokers, &topic, 1).await;
+    let brokers = kafka::require_kafka().await;
+    let topic = unique_name("queue-full");
+    kafka::create_topic(&brokers, &topic, 1).await;
     let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
     config
         .client_options
@@ -657,9 +607,9 @@ async fn full_producer_queue_waits_instead_of_dropping() {
 
 #[tokio::test]
 async fn a_fatal_error_fails_the_batch_as_unavailable_and_a_new_producer_delivers() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("fatal");
-    create_topic(&brokers, &topic, 1).await;
+    let brokers = kafka::require_kafka().await;
+    let topic = unique_name("fatal");
+    kafka::create_topic(&brokers, &topic, 1).await;
     let publisher = publisher(&brokers);
     let first = vec![event(&topic, "order-1", 0)];
     assert_eq!(publisher.publish(&first).await, vec![Ok(())]);
@@ -701,7 +651,7 @@ async fn a_fatal_error_fails_the_batch_as_unavailable_and_a_new_producer_deliver
 
 #[tokio::test]
 async fn recover_replaces_the_producer_and_checks_the_broker() {
-    let brokers = require_broker().await;
+    let brokers = kafka::require_kafka().await;
     let publisher = publisher(&brokers);
     publisher.recover().await.expect("recover on a live broker");
     assert_eq!(publisher.client_rebuilds(), 1);

@@ -91,10 +91,8 @@ fn partitions(leases: &[Lease]) -> Vec<i32> {
     leases.iter().map(|lease| lease.partition_no).collect()
 }
 
-async fn a_lost_lease_cannot_mark_or_fail_rows<DB: outbox::Backend + TestBackend>(
-    db: &TestDatabase<DB>,
-    store: Arc<dyn OutboxStore>,
-) {
+async fn a_lost_lease_cannot_mark_or_fail_rows<DB: StoreBackend>(db: &TestDatabase<DB>) {
+    let store = DB::store(db);
     store.migrate().await.expect("migrate");
     let partition_count = store.partition_count().await.expect("partition count");
     enqueue(db, &[("a", 1), ("b", 2), ("c", 3)]).await;
@@ -197,10 +195,8 @@ async fn a_lost_lease_cannot_mark_or_fail_rows<DB: outbox::Backend + TestBackend
 
 /// The token, not the owner, fences: the same relay holding a partition
 /// again under a new token cannot complete work fetched under the old one.
-async fn the_same_owner_with_an_old_token_is_fenced_out<DB: outbox::Backend + TestBackend>(
-    db: &TestDatabase<DB>,
-    store: Arc<dyn OutboxStore>,
-) {
+async fn the_same_owner_with_an_old_token_is_fenced_out<DB: StoreBackend>(db: &TestDatabase<DB>) {
+    let store = DB::store(db);
     store.migrate().await.expect("migrate");
     let partition_count = store.partition_count().await.expect("partition count");
     enqueue(db, &[("a", 1), ("b", 2), ("c", 3)]).await;
@@ -274,10 +270,8 @@ async fn the_same_owner_with_an_old_token_is_fenced_out<DB: outbox::Backend + Te
     );
 }
 
-async fn concurrent_acquirers_split_the_partitions<DB: outbox::Backend + TestBackend>(
-    _db: &TestDatabase<DB>,
-    store: Arc<dyn OutboxStore>,
-) {
+async fn concurrent_acquirers_split_the_partitions<DB: StoreBackend>(db: &TestDatabase<DB>) {
+    let store = DB::store(db);
     store.migrate().await.expect("migrate");
     let partition_count = store.partition_count().await.expect("partition count");
     let mut tasks = Vec::new();
@@ -301,10 +295,8 @@ async fn concurrent_acquirers_split_the_partitions<DB: outbox::Backend + TestBac
     );
 }
 
-async fn a_failed_event_holds_back_its_aggregate_only<DB: outbox::Backend + TestBackend>(
-    db: &TestDatabase<DB>,
-    store: Arc<dyn OutboxStore>,
-) {
+async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBackend>(db: &TestDatabase<DB>) {
+    let store = DB::store(db);
     store.migrate().await.expect("migrate");
     let partition_count = store.partition_count().await.expect("partition count");
     enqueue(db, &[("x", 1), ("y", 1), ("x", 2), ("z", 1), ("y", 2)]).await;
@@ -422,10 +414,8 @@ async fn a_failed_event_holds_back_its_aggregate_only<DB: outbox::Backend + Test
     assert_eq!(after_retry_order, vec!["y", "z", "y"]);
 }
 
-async fn retention_deletes_only_old_published_events<DB: outbox::Backend + TestBackend>(
-    db: &TestDatabase<DB>,
-    store: Arc<dyn OutboxStore>,
-) {
+async fn retention_deletes_only_old_published_events<DB: StoreBackend>(db: &TestDatabase<DB>) {
+    let store = DB::store(db);
     store.migrate().await.expect("migrate");
     let partition_count = store.partition_count().await.expect("partition count");
     enqueue(db, &[("r", 1), ("s", 1), ("t", 1), ("u", 1)]).await;
@@ -493,10 +483,8 @@ async fn retention_deletes_only_old_published_events<DB: outbox::Backend + TestB
     assert_eq!(db.count("SELECT COUNT(*) FROM outbox_events").await, 1);
 }
 
-async fn the_backlog_reads_pending_and_dead_events_only<DB: outbox::Backend + TestBackend>(
-    db: &TestDatabase<DB>,
-    store: Arc<dyn OutboxStore>,
-) {
+async fn the_backlog_reads_pending_and_dead_events_only<DB: StoreBackend>(db: &TestDatabase<DB>) {
+    let store = DB::store(db);
     store.migrate().await.expect("migrate");
     let partition_count = store.partition_count().await.expect("partition count");
     let empty = store.backlog().await.expect("backlog");
@@ -546,12 +534,10 @@ async fn the_backlog_reads_pending_and_dead_events_only<DB: outbox::Backend + Te
 /// An event whose `created_at` a producer wrote by hand, in a form other
 /// than the database's default, is read as the same instant; a value that is
 /// not a time is refused at insert, so it can never stop the fetch.
-async fn a_hand_written_created_at_is_read_as_the_same_instant<
-    DB: outbox::Backend + TestBackend,
->(
+async fn a_hand_written_created_at_is_read_as_the_same_instant<DB: StoreBackend>(
     db: &TestDatabase<DB>,
-    store: Arc<dyn OutboxStore>,
 ) {
+    let store = DB::store(db);
     store.migrate().await.expect("migrate");
     let partition_count = store.partition_count().await.expect("partition count");
     // 2026-11-30T08:00:00Z, as each database's column type takes it.
@@ -599,42 +585,30 @@ async fn a_hand_written_created_at_is_read_as_the_same_instant<
     assert_eq!(status.oldest_pending_at, Some(expected), "{}", DB::LABEL);
 }
 
-macro_rules! scenarios_on_every_backend {
-    ($($scenario:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $scenario() {
-                    let db = outbox_testkit::postgres().await;
-                    let store = std::sync::Arc::new(super::PostgresStore::new(db.pool().clone()));
-                    super::$scenario(&db, store).await;
-                }
-            )*
-        }
-        mod mysql {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $scenario() {
-                    let db = outbox_testkit::mysql().await;
-                    let store = std::sync::Arc::new(super::MySqlStore::new(db.pool().clone()));
-                    super::$scenario(&db, store).await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $scenario() {
-                    let db = outbox_testkit::sqlite().await;
-                    let store = std::sync::Arc::new(super::SqliteStore::new(db.pool().clone()));
-                    super::$scenario(&db, store).await;
-                }
-            )*
-        }
-    };
+/// The backend's store, over the test database's pool.
+trait StoreBackend: outbox::Backend + TestBackend {
+    fn store(db: &TestDatabase<Self>) -> Arc<dyn OutboxStore>;
 }
 
-scenarios_on_every_backend!(
+impl StoreBackend for sqlx::Postgres {
+    fn store(db: &TestDatabase<Self>) -> Arc<dyn OutboxStore> {
+        Arc::new(PostgresStore::new(db.pool().clone()))
+    }
+}
+
+impl StoreBackend for sqlx::MySql {
+    fn store(db: &TestDatabase<Self>) -> Arc<dyn OutboxStore> {
+        Arc::new(MySqlStore::new(db.pool().clone()))
+    }
+}
+
+impl StoreBackend for sqlx::Sqlite {
+    fn store(db: &TestDatabase<Self>) -> Arc<dyn OutboxStore> {
+        Arc::new(SqliteStore::new(db.pool().clone()))
+    }
+}
+
+outbox_testkit::test_on_every_backend!(
     a_lost_lease_cannot_mark_or_fail_rows,
     the_same_owner_with_an_old_token_is_fenced_out,
     concurrent_acquirers_split_the_partitions,
