@@ -124,6 +124,9 @@ pub async fn delete_topology(connection: &Connection, queues: &[&str], exchanges
             eprintln!("could not delete exchange {exchange}: {error}");
         }
     }
+    // Closed here, not on drop: a close still under way when the caller
+    // closes the connection is logged as a connection error.
+    let _ = channel.close(200, "OK".into()).await;
 }
 
 /// [`delete_topology`] over a connection of its own, on a thread with its
