@@ -2,9 +2,10 @@
 //! quickstart on SQLite; the orders service on a fresh PostgreSQL database;
 //! the billing consumer fed by the relay through the real RabbitMQ.
 //!
-//! `cargo test` builds the examples next to this test's binary. With a
-//! target filter (`cargo test --test examples`) it does not: run
-//! `cargo build --examples` first.
+//! `cargo test -p outbox-e2e` (and `cargo test --workspace`) builds the
+//! examples next to this test's binary. With a target filter
+//! (`cargo test -p outbox-e2e --test examples`) it does not: run
+//! `cargo build -p outbox-e2e --examples` first.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,14 +15,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
-use lapin::{Connection, ConnectionProperties};
 use outbox::{OutboxMessage, OutboxWriter};
 use outbox_relay::publish::{
     PublishFailure, Publisher, RabbitMqPublisher, RabbitMqPublisherConfig,
 };
 use outbox_relay::store::{OutboxStore, PostgresStore};
 use outbox_relay::{OutboundEvent, Relay, RelayConfig};
+use outbox_testkit::rabbitmq::{amqp_url, delete_topology, require_rabbitmq};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::TcpStream;
@@ -32,13 +32,6 @@ use uuid::Uuid;
 /// The longest wait for an example to print a line or to exit: a bound
 /// against a hanging test, never a measured expectation.
 const PATIENCE: Duration = Duration::from_secs(120);
-
-/// Default RabbitMQ for tests; `OUTBOX_TEST_AMQP_URL` overrides it.
-const DEFAULT_AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
-
-fn amqp_url() -> String {
-    std::env::var("OUTBOX_TEST_AMQP_URL").unwrap_or_else(|_| DEFAULT_AMQP_URL.to_owned())
-}
 
 /// The path of a built example: this test runs as
 /// `target/<profile>/deps/examples-<hash>`, and cargo puts the examples in
@@ -55,7 +48,7 @@ fn example_binary(name: &str) -> PathBuf {
     assert!(
         path.is_file(),
         "example `{name}` is not built at {}: `cargo test` builds the examples, \
-         with a target filter run `cargo build --examples` first",
+         with a target filter run `cargo build -p outbox-e2e --examples` first",
         path.display()
     );
     path
@@ -499,32 +492,17 @@ impl<P: Publisher> Publisher for RepublishFirst<P> {
 
 /// Delete what the billing consumer declared on the shared broker.
 async fn delete_billing_topology(exchange: &str, queue: &str) {
-    let connection = Connection::connect(&amqp_url(), ConnectionProperties::default())
-        .await
-        .expect("connect to RabbitMQ for the cleanup");
-    let channel = connection.create_channel().await.expect("a channel");
-    for name in [queue.to_owned(), format!("{queue}.dlq")] {
-        channel
-            .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
-            .await
-            .unwrap_or_else(|error| panic!("delete queue {name}: {error}"));
-    }
-    for name in [exchange.to_owned(), format!("{queue}.dlx")] {
-        channel
-            .exchange_delete(name.as_str().into(), ExchangeDeleteOptions::default())
-            .await
-            .unwrap_or_else(|error| panic!("delete exchange {name}: {error}"));
-    }
-    // The channel and connection go with the test; a failed close changes nothing.
+    let connection = require_rabbitmq().await;
+    let (dead_letter_queue, dead_letter_exchange) =
+        (format!("{queue}.dlq"), format!("{queue}.dlx"));
+    delete_topology(
+        &connection,
+        &[queue, &dead_letter_queue],
+        &[exchange, &dead_letter_exchange],
+    )
+    .await;
+    // The connection goes with the test; a failed close changes nothing.
     let _ = connection.close(200, "OK".into()).await;
-}
-
-/// Fail with a message naming RabbitMQ when it does not answer.
-async fn require_rabbitmq() {
-    let url = amqp_url();
-    if let Err(error) = Connection::connect(&url, ConnectionProperties::default()).await {
-        panic!("RabbitMQ is not reachable at {url} (set OUTBOX_TEST_AMQP_URL): {error}");
-    }
 }
 
 #[tokio::test]
