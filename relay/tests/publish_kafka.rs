@@ -250,7 +250,7 @@ async fn bad_client_option_fails_at_creation() {
 }
 
 fn config_with_option(name: &str, value: &str) -> KafkaPublisherConfig {
-    let mut config = KafkaPublisherConfig::new(vec![brokers()]);
+    let mut config = KafkaPublisherConfig::new(vec![kafka::brokers()]);
     config
         .client_options
         .insert(name.to_owned(), value.to_owned());
@@ -332,9 +332,9 @@ fn librdkafka_refuses_overrides_that_break_ordering_under_idempotence() {
 /// are accepted and the publisher delivers.
 #[tokio::test]
 async fn client_options_that_keep_the_guarantee_are_accepted_and_deliver() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("options");
-    create_topic(&brokers, &topic, 2).await;
+    let brokers = kafka::require_kafka().await;
+    let topic = unique_name("options");
+    kafka::create_topic(&brokers, &topic, 2).await;
     let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
     for (name, value) in [
         ("acks", "all"),
