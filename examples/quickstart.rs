@@ -1,4 +1,4 @@
-//! `cargo run --example quickstart`
+//! `cargo run -p outbox-e2e --example quickstart`
 //!
 //! The embedded default, no services needed: orders and their events are
 //! written to SQLite in one transaction each (one is rolled back); the relay

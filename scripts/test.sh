@@ -346,8 +346,8 @@ log "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 log "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
-# The workspace build turns optional features on (the root crate's
-# dev-dependencies ask for `opentelemetry`); what users build by default is
+# The workspace build turns optional features on (the root crate's and
+# e2e/'s dev-dependencies ask for `opentelemetry`); what users build by default is
 # each library alone, with its default features.
 for package in outbox outbox-inbox outbox-relay; do
     log "cargo clippy -p $package --lib -- -D warnings (default features)"

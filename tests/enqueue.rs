@@ -42,30 +42,41 @@ struct Dialect {
     migrations: i64,
 }
 
-const POSTGRES: Dialect = Dialect {
-    // Rows written by one statement share its command id (cmin).
-    rows_of_last_statement: "SELECT COUNT(*) FROM outbox_events \
-         WHERE cmin = (SELECT cmin FROM outbox_events ORDER BY id LIMIT 1)",
-    corrupt_migration_checksum: "UPDATE _outbox_migrations SET checksum = '\\x00'::bytea WHERE version = 1",
-    migrations: 1,
-};
+/// The [`Dialect`] of each backend.
+trait EnqueueBackend: outbox::Backend + TestBackend {
+    const DIALECT: Dialect;
+}
 
-const MYSQL: Dialect = Dialect {
-    rows_of_last_statement: "SELECT ROW_COUNT()",
-    corrupt_migration_checksum: "UPDATE _outbox_migrations SET checksum = X'00' WHERE version = 1",
-    migrations: 1,
-};
+impl EnqueueBackend for sqlx::Postgres {
+    const DIALECT: Dialect = Dialect {
+        // Rows written by one statement share its command id (cmin).
+        rows_of_last_statement: "SELECT COUNT(*) FROM outbox_events \
+             WHERE cmin = (SELECT cmin FROM outbox_events ORDER BY id LIMIT 1)",
+        corrupt_migration_checksum: "UPDATE _outbox_migrations SET checksum = '\\x00'::bytea WHERE version = 1",
+        migrations: 1,
+    };
+}
 
-const SQLITE: Dialect = Dialect {
-    rows_of_last_statement: "SELECT changes()",
-    corrupt_migration_checksum: "UPDATE _outbox_migrations SET checksum = X'00' WHERE version = 1",
-    migrations: 3,
-};
+impl EnqueueBackend for sqlx::MySql {
+    const DIALECT: Dialect = Dialect {
+        rows_of_last_statement: "SELECT ROW_COUNT()",
+        corrupt_migration_checksum: "UPDATE _outbox_migrations SET checksum = X'00' WHERE version = 1",
+        migrations: 1,
+    };
+}
+
+impl EnqueueBackend for sqlx::Sqlite {
+    const DIALECT: Dialect = Dialect {
+        rows_of_last_statement: "SELECT changes()",
+        corrupt_migration_checksum: "UPDATE _outbox_migrations SET checksum = X'00' WHERE version = 1",
+        migrations: 3,
+    };
+}
 
 const CREATE_ORDERS: &str =
     "CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, total_cents BIGINT NOT NULL)";
 
-async fn prepare<DB: outbox::Backend + TestBackend>(db: &TestDatabase<DB>) {
+async fn prepare<DB: EnqueueBackend>(db: &TestDatabase<DB>) {
     outbox::migrate(db.pool()).await.expect("migrate");
     let mut connection = db.pool().acquire().await.expect("acquire");
     DB::execute(&mut connection, CREATE_ORDERS)
@@ -87,10 +98,7 @@ fn insert_order_sql(event: &OrderCreated) -> String {
     )
 }
 
-async fn rollback_leaves_no_rows_and_commit_leaves_both<DB: outbox::Backend + TestBackend>(
-    db: &TestDatabase<DB>,
-    _dialect: &Dialect,
-) {
+async fn rollback_leaves_no_rows_and_commit_leaves_both<DB: EnqueueBackend>(db: &TestDatabase<DB>) {
     prepare(db).await;
 
     let rolled_back = order(100);
@@ -130,11 +138,8 @@ async fn rollback_leaves_no_rows_and_commit_leaves_both<DB: outbox::Backend + Te
     assert_eq!(event_id.get_version_num(), 7, "event ids are UUIDv7");
 }
 
-async fn plain_insert_of_contract_columns_is_a_complete_enqueue<
-    DB: outbox::Backend + TestBackend,
->(
+async fn plain_insert_of_contract_columns_is_a_complete_enqueue<DB: EnqueueBackend>(
     db: &TestDatabase<DB>,
-    _dialect: &Dialect,
 ) {
     outbox::migrate(db.pool()).await.expect("migrate");
     let mut connection = db.pool().acquire().await.expect("acquire");
@@ -159,10 +164,8 @@ async fn plain_insert_of_contract_columns_is_a_complete_enqueue<
     );
 }
 
-async fn batch_of_1000_is_one_ordered_statement<DB: outbox::Backend + TestBackend>(
-    db: &TestDatabase<DB>,
-    dialect: &Dialect,
-) {
+async fn batch_of_1000_is_one_ordered_statement<DB: EnqueueBackend>(db: &TestDatabase<DB>) {
+    let dialect = &DB::DIALECT;
     prepare(db).await;
     let events: Vec<OrderCreated> = (0..1000).map(order).collect();
 
@@ -198,11 +201,8 @@ async fn batch_of_1000_is_one_ordered_statement<DB: outbox::Backend + TestBacken
     assert_eq!(stored_aggregates, expected_aggregates);
 }
 
-async fn oversized_payload_is_rejected_and_the_transaction_goes_on<
-    DB: outbox::Backend + TestBackend,
->(
+async fn oversized_payload_is_rejected_and_the_transaction_goes_on<DB: EnqueueBackend>(
     db: &TestDatabase<DB>,
-    _dialect: &Dialect,
 ) {
     prepare(db).await;
     let writer = OutboxWriter::new().with_max_payload_bytes(1024);
@@ -269,10 +269,7 @@ async fn oversized_payload_is_rejected_and_the_transaction_goes_on<
     tx.rollback().await.expect("rollback");
 }
 
-async fn sixteen_concurrent_writers_get_unique_ids<DB: outbox::Backend + TestBackend>(
-    db: &TestDatabase<DB>,
-    _dialect: &Dialect,
-) {
+async fn sixteen_concurrent_writers_get_unique_ids<DB: EnqueueBackend>(db: &TestDatabase<DB>) {
     prepare(db).await;
     let mut tasks = Vec::new();
     for task in 0..16 {
@@ -306,10 +303,7 @@ async fn sixteen_concurrent_writers_get_unique_ids<DB: outbox::Backend + TestBac
     );
 }
 
-async fn explicit_event_id_and_headers_are_stored<DB: outbox::Backend + TestBackend>(
-    db: &TestDatabase<DB>,
-    _dialect: &Dialect,
-) {
+async fn explicit_event_id_and_headers_are_stored<DB: EnqueueBackend>(db: &TestDatabase<DB>) {
     prepare(db).await;
     let event_id = Uuid::now_v7();
     let options = EnqueueOptions::new().event_id(event_id).header(
@@ -343,12 +337,10 @@ async fn explicit_event_id_and_headers_are_stored<DB: outbox::Backend + TestBack
     assert_eq!(db.count("SELECT COUNT(*) FROM outbox_events").await, 1);
 }
 
-async fn migrate_is_repeatable_and_refuses_a_changed_migration<
-    DB: outbox::Backend + TestBackend,
->(
+async fn migrate_is_repeatable_and_refuses_a_changed_migration<DB: EnqueueBackend>(
     db: &TestDatabase<DB>,
-    dialect: &Dialect,
 ) {
+    let dialect = &DB::DIALECT;
     outbox::migrate(db.pool()).await.expect("first migrate");
     outbox::migrate(db.pool())
         .await
@@ -379,11 +371,8 @@ async fn migrate_is_repeatable_and_refuses_a_changed_migration<
     );
 }
 
-async fn migrate_names_the_table_of_a_partially_applied_migration<
-    DB: outbox::Backend + TestBackend,
->(
+async fn migrate_names_the_table_of_a_partially_applied_migration<DB: EnqueueBackend>(
     db: &TestDatabase<DB>,
-    _dialect: &Dialect,
 ) {
     outbox::migrate(db.pool()).await.expect("migrate");
     let mut connection = db.pool().acquire().await.expect("acquire");
@@ -410,10 +399,7 @@ async fn migrate_names_the_table_of_a_partially_applied_migration<
     );
 }
 
-async fn a_malformed_event_id_is_refused_at_insert<DB: outbox::Backend + TestBackend>(
-    db: &TestDatabase<DB>,
-    _dialect: &Dialect,
-) {
+async fn a_malformed_event_id_is_refused_at_insert<DB: EnqueueBackend>(db: &TestDatabase<DB>) {
     outbox::migrate(db.pool()).await.expect("migrate");
     let mut connection = db.pool().acquire().await.expect("acquire");
     // 36 characters, lowercase, not a UUID: a row the relay could not read.
@@ -436,40 +422,7 @@ async fn a_malformed_event_id_is_refused_at_insert<DB: outbox::Backend + TestBac
     assert_eq!(db.count("SELECT COUNT(*) FROM outbox_events").await, 0);
 }
 
-/// Run each scenario once per backend, each on a fresh database.
-macro_rules! scenarios_on_every_backend {
-    ($($scenario:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $scenario() {
-                    let db = outbox_testkit::postgres().await;
-                    super::$scenario(&db, &super::POSTGRES).await;
-                }
-            )*
-        }
-        mod mysql {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $scenario() {
-                    let db = outbox_testkit::mysql().await;
-                    super::$scenario(&db, &super::MYSQL).await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $scenario() {
-                    let db = outbox_testkit::sqlite().await;
-                    super::$scenario(&db, &super::SQLITE).await;
-                }
-            )*
-        }
-    };
-}
-
-scenarios_on_every_backend!(
+outbox_testkit::test_on_every_backend!(
     rollback_leaves_no_rows_and_commit_leaves_both,
     plain_insert_of_contract_columns_is_a_complete_enqueue,
     batch_of_1000_is_one_ordered_statement,

@@ -298,31 +298,8 @@ async fn the_callers_traceparent_wins<DB: outbox::Backend + TestBackend>(db: &Te
     );
 }
 
-/// Run each scenario on PostgreSQL and SQLite, each on a fresh database.
-macro_rules! scenarios {
-    ($($scenario:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    let db = outbox_testkit::postgres().await;
-                    super::$scenario(&db).await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    let db = outbox_testkit::sqlite().await;
-                    super::$scenario(&db).await;
-                }
-            )*
-        }
-    };
-}
-
-scenarios!(
+outbox_testkit::test_on_backends!(
+    [postgres, sqlite]
     a_bridged_tracing_span_is_stored,
     an_opentelemetry_context_with_tracestate_is_stored,
     the_tracing_span_comes_before_the_opentelemetry_context,

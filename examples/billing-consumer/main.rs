@@ -1,4 +1,4 @@
-//! `cargo run --example billing-consumer`
+//! `cargo run -p outbox-e2e --example billing-consumer`
 //!
 //! Consumes the `order.created` events that `outbox-relay` publishes to
 //! RabbitMQ and records one invoice per order, through the inbox: the
@@ -6,10 +6,10 @@
 //! event records nothing. Run it next to the orders service and the relay:
 //!
 //! ```sh
-//! cargo run --example orders-service &
+//! cargo run -p outbox-e2e --example orders-service &
 //! cargo run -p outbox-relay -- run --database-url postgres://postgres@127.0.0.1:5432/test \
 //!     --broker amqp://guest:guest@127.0.0.1:5672/%2f &
-//! cargo run --example billing-consumer
+//! cargo run -p outbox-e2e --example billing-consumer
 //! ```
 //!
 //! It declares the exchange `orders` (durable, topic), the queue

@@ -1,4 +1,4 @@
-//! `cargo run --example orders-service`
+//! `cargo run -p outbox-e2e --example orders-service`
 //!
 //! An HTTP service on PostgreSQL that writes each order and its
 //! `order.created` event in one transaction, for `outbox-relay` to publish:

@@ -32,7 +32,7 @@ use outbox::Event;
 use outbox_inbox::kafka::{KafkaConsumerConfig, KafkaInboxConsumer};
 use outbox_inbox::rabbitmq::RabbitMqInboxConsumer;
 use outbox_inbox::{BoxError, ConsumerStats, Handler, Inbox};
-use outbox_testkit::{TcpProxy, TestDatabase};
+use outbox_testkit::{TcpProxy, TestDatabase, kafka, unique_name};
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Postgres, Transaction};
@@ -40,8 +40,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::support::rabbitmq::queue_depth;
-use crate::support::{kafka, rabbitmq};
+use outbox_testkit::rabbitmq::queue_depth;
+
+use crate::support::kafka::cloud_event;
+use crate::support::rabbitmq;
 
 /// Events published, over [`ACCOUNTS`] aggregates.
 const EVENTS: u64 = 40;
@@ -122,13 +124,13 @@ const PARTITIONS: i32 = 4;
 
 impl KafkaSide {
     async fn new() -> KafkaSide {
-        let brokers = kafka::require_broker().await;
-        let topic = kafka::unique("outage");
+        let brokers = kafka::require_kafka().await;
+        let topic = unique_name("outage");
         kafka::create_topic(&brokers, &topic, PARTITIONS).await;
         KafkaSide {
             brokers,
             topic,
-            group: kafka::unique("group"),
+            group: unique_name("group"),
         }
     }
 }
@@ -139,7 +141,7 @@ impl BrokerSide for KafkaSide {
     async fn publish(&self, deposits: &[DepositMade]) {
         let messages: Vec<kafka::Outgoing> = deposits
             .iter()
-            .map(|deposit| kafka::cloud_event(deposit, &Uuid::now_v7().to_string()))
+            .map(|deposit| cloud_event(deposit, &Uuid::now_v7().to_string()))
             .collect();
         kafka::produce(&self.brokers, &self.topic, &messages).await;
     }

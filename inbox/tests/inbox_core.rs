@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_inbox::{BoxError, Error, Inbox, InboxBackend, Outcome, PruneSettings};
-use outbox_testkit::{TestBackend, TestDatabase};
+use outbox_testkit::{TestBackend, TestDatabase, shuffled};
 
 const CREATE_EFFECTS: &str = "CREATE TABLE effects (event_id VARCHAR(64) NOT NULL)";
 
@@ -40,18 +40,6 @@ async fn apply<DB: InboxBackend + TestBackend>(
             })
         })
         .await
-}
-
-/// A deterministic shuffle (xorshift), so a failure can be replayed.
-fn shuffled<T>(mut items: Vec<T>, seed: u64) -> Vec<T> {
-    let mut state = seed.max(1);
-    for index in (1..items.len()).rev() {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        items.swap(index, (state % (index as u64 + 1)) as usize);
-    }
-    items
 }
 
 async fn triple_delivery_in_random_order_applies_each_event_once<DB: InboxBackend + TestBackend>(
@@ -219,9 +207,8 @@ async fn a_failed_handler_records_nothing_and_the_redelivery_applies_once<
     );
 }
 
-async fn pruning_keeps_the_window_and_the_row_limit<DB: InboxBackend + TestBackend>(
+async fn pruning_keeps_the_window_and_the_row_limit<DB: InboxBackend + TestBackend + AgeRows>(
     db: &TestDatabase<DB>,
-    age_rows: &str,
 ) {
     let inbox = prepare(db).await;
     for n in 0..30 {
@@ -231,7 +218,7 @@ async fn pruning_keeps_the_window_and_the_row_limit<DB: InboxBackend + TestBacke
     }
     // Ten rows are eight days old.
     let mut connection = db.pool().acquire().await.expect("acquire");
-    DB::execute(&mut connection, age_rows)
+    DB::execute(&mut connection, DB::AGE_ROWS)
         .await
         .expect("age rows");
     drop(connection);
@@ -277,49 +264,30 @@ async fn pruning_keeps_the_window_and_the_row_limit<DB: InboxBackend + TestBacke
     );
 }
 
-macro_rules! scenarios_on_every_backend {
-    ($backend:ident, $make:path, $age_rows:expr) => {
-        mod $backend {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn triple_delivery_in_random_order_applies_each_event_once() {
-                super::triple_delivery_in_random_order_applies_each_event_once(&$make().await)
-                    .await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn racing_deliveries_apply_the_effects_once() {
-                super::racing_deliveries_apply_the_effects_once(&$make().await).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn a_racer_runs_when_the_first_delivery_rolls_back() {
-                super::a_racer_runs_when_the_first_delivery_rolls_back(&$make().await).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn a_failed_handler_records_nothing_and_the_redelivery_applies_once() {
-                super::a_failed_handler_records_nothing_and_the_redelivery_applies_once(
-                    &$make().await,
-                )
-                .await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn pruning_keeps_the_window_and_the_row_limit() {
-                super::pruning_keeps_the_window_and_the_row_limit(&$make().await, $age_rows).await;
-            }
-        }
-    };
+/// Ages the inbox rows `p-00` to `p-09` by eight days, in each backend's SQL.
+trait AgeRows {
+    const AGE_ROWS: &'static str;
 }
 
-scenarios_on_every_backend!(
-    postgres,
-    outbox_testkit::postgres,
-    "UPDATE inbox_messages SET received_at = now() - interval '8 days' WHERE event_id < 'p-10'"
-);
-scenarios_on_every_backend!(
-    mysql,
-    outbox_testkit::mysql,
-    "UPDATE inbox_messages SET received_at = DATE_SUB(UTC_TIMESTAMP(6), INTERVAL 8 DAY) WHERE event_id < 'p-10'"
-);
-scenarios_on_every_backend!(
-    sqlite,
-    outbox_testkit::sqlite,
-    "UPDATE inbox_messages SET received_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-8 days') WHERE event_id < 'p-10'"
+impl AgeRows for sqlx::Postgres {
+    const AGE_ROWS: &'static str =
+        "UPDATE inbox_messages SET received_at = now() - interval '8 days' WHERE event_id < 'p-10'";
+}
+
+impl AgeRows for sqlx::MySql {
+    const AGE_ROWS: &'static str = "UPDATE inbox_messages SET received_at = \
+         DATE_SUB(UTC_TIMESTAMP(6), INTERVAL 8 DAY) WHERE event_id < 'p-10'";
+}
+
+impl AgeRows for sqlx::Sqlite {
+    const AGE_ROWS: &'static str = "UPDATE inbox_messages SET received_at = \
+         strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-8 days') WHERE event_id < 'p-10'";
+}
+
+outbox_testkit::test_on_every_backend!(
+    triple_delivery_in_random_order_applies_each_event_once,
+    racing_deliveries_apply_the_effects_once,
+    a_racer_runs_when_the_first_delivery_rolls_back,
+    a_failed_handler_records_nothing_and_the_redelivery_applies_once,
+    pruning_keeps_the_window_and_the_row_limit,
 );

@@ -4,7 +4,7 @@
 //!
 //! Messages are produced with plain rdkafka exactly as the relay writes
 //! them: CloudEvents binary mode, `ce_*` headers, key = aggregate id
-//! (`support::kafka`).
+//! (`outbox_testkit::kafka`).
 
 mod support;
 
@@ -18,18 +18,19 @@ use outbox_inbox::kafka::{
     DEAD_LETTER_REASON_HEADER, DEAD_LETTER_SOURCE_HEADER, KafkaConsumerConfig, KafkaInboxConsumer,
 };
 use outbox_inbox::{BoxError, ConsumerStats, Inbox, InboxBackend, TypedHandler};
-use outbox_testkit::{TestBackend, TestDatabase};
+use outbox_testkit::{TestBackend, TestDatabase, shuffled, unique_name};
 use serde::{Deserialize, Serialize};
 use sqlx::Transaction;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::support::kafka::{
-    CATCH_UP, Outgoing, cloud_event, create_topic, group_progress, produce, read_topic,
-    require_broker, unique, wait_until_committed,
+use outbox_testkit::kafka::{
+    CATCH_UP, Outgoing, create_topic, group_progress, produce, read_topic, require_kafka,
+    wait_until_committed,
 };
-use crate::support::shuffled;
+
+use crate::support::kafka::cloud_event;
 
 /// The event of these tests: a credit to an account, numbered per account.
 #[derive(Debug, Clone, Serialize, Deserialize, Event)]
@@ -197,10 +198,10 @@ fn credited(account: &str, seq: i64) -> AccountCredited {
 async fn triple_delivery_applies_each_event_once_in_key_order<DB: InboxBackend + TestBackend>(
     db: TestDatabase<DB>,
 ) {
-    let brokers = require_broker().await;
+    let brokers = require_kafka().await;
     let inbox = prepare(&db).await;
-    let topic = unique("triple");
-    let group = unique("group");
+    let topic = unique_name("triple");
+    let group = unique_name("group");
     create_topic(&brokers, &topic, 4).await;
 
     let events: Vec<(AccountCredited, String)> = (0..8)
@@ -283,11 +284,11 @@ mod triple_delivery {
 /// own key wait for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failing_event_is_retried_in_place_without_blocking_other_keys() {
-    let brokers = require_broker().await;
+    let brokers = require_kafka().await;
     let db = outbox_testkit::postgres().await;
     let inbox = prepare(&db).await;
-    let topic = unique("retry");
-    let group = unique("group");
+    let topic = unique_name("retry");
+    let group = unique_name("group");
     create_topic(&brokers, &topic, 2).await;
 
     let messages: Vec<Outgoing> = (0..5)
@@ -351,11 +352,11 @@ async fn a_failing_event_is_retried_in_place_without_blocking_other_keys() {
 /// partition keeps flowing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn poison_messages_are_dead_lettered_and_the_partition_keeps_flowing() {
-    let brokers = require_broker().await;
+    let brokers = require_kafka().await;
     let db = outbox_testkit::postgres().await;
     let inbox = prepare(&db).await;
-    let topic = unique("poison");
-    let group = unique("group");
+    let topic = unique_name("poison");
+    let group = unique_name("group");
     create_topic(&brokers, &topic, 1).await;
 
     let good = |seq: i64| cloud_event(&credited("acct-p", seq), &Uuid::now_v7().to_string());
@@ -440,11 +441,11 @@ async fn poison_messages_are_dead_lettered_and_the_partition_keeps_flowing() {
 /// them as duplicates; no effect is applied twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_crash_between_database_and_offset_commit_yields_duplicates_only() {
-    let brokers = require_broker().await;
+    let brokers = require_kafka().await;
     let db = outbox_testkit::postgres().await;
     let inbox = prepare(&db).await;
-    let topic = unique("crash");
-    let group = unique("group");
+    let topic = unique_name("crash");
+    let group = unique_name("group");
     create_topic(&brokers, &topic, 2).await;
 
     let messages: Vec<Outgoing> = (0..10)
@@ -510,10 +511,10 @@ async fn a_crash_between_database_and_offset_commit_yields_duplicates_only() {
 /// applied once, and the group commits to the end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rebalance_mid_stream_applies_each_event_once() {
-    let brokers = require_broker().await;
+    let brokers = require_kafka().await;
     let db = outbox_testkit::postgres().await;
-    let topic = unique("rebalance");
-    let group = unique("group");
+    let topic = unique_name("rebalance");
+    let group = unique_name("group");
     create_topic(&brokers, &topic, 4).await;
     let inbox = prepare(&db).await;
     let batch = |range: std::ops::Range<i64>| -> Vec<Outgoing> {

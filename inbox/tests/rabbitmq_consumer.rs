@@ -6,7 +6,7 @@
 //!
 //! RabbitMQ is found through `OUTBOX_TEST_AMQP_URL` (default
 //! `amqp://guest:guest@127.0.0.1:5672/%2f`); a broker that cannot be reached
-//! fails the test with a message naming it (`support::rabbitmq`).
+//! fails the test with a message naming it (`outbox_testkit::rabbitmq`).
 
 mod support;
 
@@ -22,13 +22,14 @@ use outbox_inbox::rabbitmq::{
 use outbox_inbox::{
     BoxError, ConsumerStats, DecodeError, Handler, Inbox, InboxBackend, IncomingEvent,
 };
-use outbox_testkit::{TestBackend, TestDatabase};
+use outbox_testkit::{TestBackend, TestDatabase, shuffled, unique_name};
 use serde::{Deserialize, Serialize};
 use sqlx::Transaction;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::rabbitmq::{Broker, close_connections_named, unique_name};
-use crate::support::shuffled;
+use outbox_testkit::rabbitmq::close_connections_named;
+
+use crate::support::rabbitmq::Broker;
 
 const CREATE_EFFECTS: &str = "CREATE TABLE effects (event_id VARCHAR(64) NOT NULL)";
 const CONSUMER: &str = "billing";
@@ -495,38 +496,16 @@ async fn a_lost_connection_is_reopened_and_unacked_messages_dedup<
     assert_eq!(broker.message_count(&broker.queue).await, 0, "all acked");
 }
 
-macro_rules! scenarios {
-    ($backend:ident, $make:path, [$($scenario:ident),* $(,)?]) => {
-        mod $backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $scenario() {
-                    super::$scenario(&$make().await).await;
-                }
-            )*
-        }
-    };
-}
-
-scenarios!(
-    postgres,
-    outbox_testkit::postgres,
-    [
-        triple_delivery_in_shuffled_order_applies_each_event_once,
-        racing_duplicates_through_two_consumers_apply_once,
-        a_failing_handler_is_retried_and_applied_once,
-        poison_goes_to_the_dead_letter_queue_and_consuming_continues,
-        exhausted_attempts_go_to_the_dead_letter_queue,
-        a_lost_connection_is_reopened_and_unacked_messages_dedup,
-    ]
+outbox_testkit::test_on_backends!(
+    [postgres]
+    triple_delivery_in_shuffled_order_applies_each_event_once,
+    racing_duplicates_through_two_consumers_apply_once,
+    a_failing_handler_is_retried_and_applied_once,
+    poison_goes_to_the_dead_letter_queue_and_consuming_continues,
+    exhausted_attempts_go_to_the_dead_letter_queue,
+    a_lost_connection_is_reopened_and_unacked_messages_dedup,
 );
-scenarios!(
-    mysql,
-    outbox_testkit::mysql,
-    [triple_delivery_in_shuffled_order_applies_each_event_once]
-);
-scenarios!(
-    sqlite,
-    outbox_testkit::sqlite,
-    [triple_delivery_in_shuffled_order_applies_each_event_once]
+outbox_testkit::test_on_backends!(
+    [mysql, sqlite]
+    triple_delivery_in_shuffled_order_applies_each_event_once
 );

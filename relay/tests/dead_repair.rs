@@ -11,10 +11,7 @@ use std::collections::HashSet;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use outbox_testkit::{TestBackend, TestDatabase};
-use support::brokers::{
-    Collected, amqp_url, declare_rabbitmq_exchange, rabbitmq_exchange_consumer, unique_name,
-};
+use outbox_testkit::{Collected, TestBackend, TestDatabase, rabbitmq, unique_name};
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
 
 /// Events of the aggregate that gets stuck.
@@ -91,7 +88,7 @@ async fn run_until_dead<DB: TestBackend>(
     stuck: &[String],
     others: &[String],
 ) -> RelayProcess {
-    let relay = RelayProcess::spawn(db.url(), &amqp_url(), FAST_CONFIG);
+    let relay = RelayProcess::spawn(db.url(), &rabbitmq::amqp_url(), FAST_CONFIG);
     let label = DB::LABEL;
     assert!(
         wait_until(Duration::from_secs(60), || async {
@@ -136,14 +133,14 @@ async fn retry_after_fixing_the_cause<DB: TestBackend + outbox::Backend>(db: Tes
     // An exchange without a queue: RabbitMQ returns every message as
     // unroutable until the operator binds one.
     let unbound_exchange = unique_name("repair-unbound");
-    let good = rabbitmq_exchange_consumer(&good_exchange).await;
-    declare_rabbitmq_exchange(&unbound_exchange).await;
+    let good = rabbitmq::exchange_consumer(&good_exchange).await;
+    rabbitmq::declare_unbound_exchange(&unbound_exchange).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let (stuck, others) = enqueue(&db, &unbound_exchange, &unbound_exchange, &good_exchange).await;
     let mut relay = run_until_dead(&db, &good, &stuck, &others).await;
 
     // The fix: a queue bound to the exchange (with a consumer on it).
-    let repaired = rabbitmq_exchange_consumer(&unbound_exchange).await;
+    let repaired = rabbitmq::exchange_consumer(&unbound_exchange).await;
     let output = operator(&[
         "dead",
         "retry",
@@ -186,7 +183,7 @@ async fn discard_releases_the_held_events<DB: TestBackend + outbox::Backend>(db:
     let label = DB::LABEL;
     let good_exchange = unique_name("repair-good");
     let missing_exchange = unique_name("repair-never-declared");
-    let good = rabbitmq_exchange_consumer(&good_exchange).await;
+    let good = rabbitmq::exchange_consumer(&good_exchange).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let (stuck, others) = enqueue(&db, &missing_exchange, &good_exchange, &good_exchange).await;
     let mut relay = run_until_dead(&db, &good, &stuck, &others).await;

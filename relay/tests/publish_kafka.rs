@@ -5,64 +5,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{SubsecRound, Utc};
 use outbox_relay::OutboundEvent;
 use outbox_relay::publish::{KafkaPublisher, KafkaPublisherConfig, PublishFailure, Publisher};
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
+use outbox_testkit::{kafka, unique_name};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use uuid::Uuid;
-
-fn brokers() -> String {
-    std::env::var("OUTBOX_TEST_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".to_owned())
-}
-
-/// Fails the test, naming the broker, when nothing answers on its port.
-async fn require_broker() -> String {
-    let brokers = brokers();
-    let first = brokers.split(',').next().unwrap_or_default().to_owned();
-    let connected = tokio::time::timeout(
-        Duration::from_secs(3),
-        tokio::net::TcpStream::connect(&first),
-    )
-    .await;
-    if !matches!(connected, Ok(Ok(_))) {
-        panic!(
-            "the Kafka broker (tansu) is not reachable at {first}; start the test services with `scripts/test.sh --services-only`"
-        );
-    }
-    brokers
-}
-
-fn unique_topic(prefix: &str) -> String {
-    format!("outbox-test-{prefix}-{}", Uuid::now_v7())
-}
-
-fn admin(brokers: &str) -> AdminClient<DefaultClientContext> {
-    ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .expect("kafka admin client")
-}
-
-async fn create_topic(brokers: &str, topic: &str, partitions: i32) {
-    let results = admin(brokers)
-        .create_topics(
-            [&NewTopic::new(
-                topic,
-                partitions,
-                TopicReplication::Fixed(1),
-            )],
-            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
-        )
-        .await
-        .expect("create_topics request");
-    for result in results {
-        result.expect("topic created");
-    }
-}
 
 /// Partition count of `topic`, or `None` when the broker does not know it.
 /// Never creates the topic.
@@ -131,10 +81,8 @@ fn header<'a>(message: &'a BorrowedMessage<'_>, key: &str) -> Option<&'a str> {
 }
 
 struct Received {
-    key: String,
     value: String,
     headers: HashMap<String, String>,
-    partition: i32,
 }
 
 /// Read `count` messages of `topic` from the beginning, as a consumer group.
@@ -178,12 +126,9 @@ async fn consume(brokers: &str, topic: &str, count: usize) -> Vec<Received> {
             })
             .unwrap_or_default();
         received.push(Received {
-            key: String::from_utf8(message.key().expect("message key").to_vec())
-                .expect("utf-8 key"),
             value: String::from_utf8(message.payload().expect("message value").to_vec())
                 .expect("utf-8 value"),
             headers,
-            partition: message.partition(),
         });
         // Also exercise the borrowed accessors once.
         assert!(header(&message, "ce_id").is_some());
@@ -192,128 +137,10 @@ async fn consume(brokers: &str, topic: &str, count: usize) -> Vec<Received> {
 }
 
 #[tokio::test]
-async fn batch_arrives_with_every_cloudevents_attribute_in_key_order() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("batch");
-    create_topic(&brokers, &topic, 3).await;
-    let publisher = publisher(&brokers);
-
-    // 50 aggregates, 10 events each, interleaved as a relay batch would be.
-    let events: Vec<OutboundEvent> = (0..500)
-        .map(|sequence| event(&topic, &format!("order-{}", sequence % 50), sequence))
-        .collect();
-    let started = Instant::now();
-    let outcomes = publisher.publish(&events).await;
-    let elapsed = started.elapsed();
-    assert_eq!(outcomes.len(), events.len());
-    for (outcome, event) in outcomes.iter().zip(&events) {
-        assert_eq!(outcome, &Ok(()), "event {} failed", event.event_id);
-    }
-    assert!(
-        publisher.is_connected(),
-        "connected after a successful publish"
-    );
-    eprintln!("published 500 events in {elapsed:?}");
-
-    let received = consume(&brokers, &topic, events.len()).await;
-    let by_id: HashMap<String, &OutboundEvent> = events
-        .iter()
-        .map(|event| (event.event_id.to_string(), event))
-        .collect();
-    let mut partition_of_key: HashMap<&str, i32> = HashMap::new();
-    let mut last_sequence_of_key: HashMap<String, usize> = HashMap::new();
-    for message in &received {
-        let ce_id = message.headers.get("ce_id").expect("ce_id header");
-        let event = by_id
-            .get(ce_id.as_str())
-            .expect("ce_id is the event_id of a published event");
-        assert_eq!(message.key, event.aggregate_id, "key = aggregate_id");
-        assert_eq!(message.value, event.payload, "value = payload bytes");
-        let expected = [
-            ("ce_specversion", "1.0".to_owned()),
-            ("ce_id", event.event_id.to_string()),
-            ("ce_source", event.source.clone()),
-            ("ce_type", event.event_type.clone()),
-            ("content-type", "application/json".to_owned()),
-            ("ce_aggregatetype", event.aggregate_type.clone()),
-            ("ce_eventversion", event.event_version.to_string()),
-            ("ce_partitionkey", event.aggregate_id.clone()),
-            ("ce_tenant", "acme".to_owned()),
-        ];
-        for (key, value) in expected {
-            assert_eq!(message.headers.get(key), Some(&value), "header {key}");
-        }
-        let time = message.headers.get("ce_time").expect("ce_time header");
-        assert!(time.ends_with('Z'), "ce_time in UTC: {time}");
-        let parsed: DateTime<Utc> = DateTime::parse_from_rfc3339(time)
-            .expect("ce_time is RFC 3339")
-            .to_utc();
-        assert_eq!(parsed, event.created_at, "ce_time = created_at");
-        for trace_header in ["traceparent", "tracestate"] {
-            let extension = format!("ce_{trace_header}");
-            match event.headers.get(trace_header) {
-                Some(value) => {
-                    assert_eq!(message.headers.get(&extension), Some(value), "{extension}");
-                    assert_eq!(
-                        message.headers.get(trace_header),
-                        Some(value),
-                        "{trace_header}"
-                    );
-                }
-                None => {
-                    assert!(!message.headers.contains_key(&extension), "{extension}");
-                    assert!(
-                        !message.headers.contains_key(trace_header),
-                        "{trace_header}"
-                    );
-                }
-            }
-        }
-        assert!(
-            !message.headers.contains_key("ce_datacontenttype"),
-            "content-type carries it"
-        );
-
-        // One key, one partition, in publication order.
-        let partition = *partition_of_key
-            .entry(event.aggregate_id.as_str())
-            .or_insert(message.partition);
-        assert_eq!(
-            partition, message.partition,
-            "all events of {} on one partition",
-            event.aggregate_id
-        );
-        let payload: serde_json::Value =
-            serde_json::from_str(&message.value).expect("payload is JSON");
-        let sequence =
-            usize::try_from(payload["sequence"].as_u64().expect("sequence")).expect("small");
-        if let Some(previous) = last_sequence_of_key.insert(event.aggregate_id.clone(), sequence) {
-            assert!(
-                previous < sequence,
-                "{}: {sequence} arrived after {previous}",
-                event.aggregate_id
-            );
-        }
-    }
-    let distinct: std::collections::HashSet<&String> = received
-        .iter()
-        .map(|message| &message.headers["ce_id"])
-        .collect();
-    assert_eq!(
-        distinct.len(),
-        events.len(),
-        "every event arrived exactly once"
-    );
-    let partitions: std::collections::HashSet<i32> =
-        received.iter().map(|message| message.partition).collect();
-    assert!(partitions.len() > 1, "the keys spread over the partitions");
-}
-
-#[tokio::test]
 async fn oversized_message_is_rejected_alone() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("oversized");
-    create_topic(&brokers, &topic, 1).await;
+    let brokers = kafka::require_kafka().await;
+    let topic = unique_name("oversized");
+    kafka::create_topic(&brokers, &topic, 1).await;
     let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
     config
         .client_options
@@ -344,10 +171,10 @@ async fn oversized_message_is_rejected_alone() {
 
 #[tokio::test]
 async fn missing_topic_is_rejected_naming_it_without_creating_it() {
-    let brokers = require_broker().await;
-    let existing = unique_topic("existing");
-    create_topic(&brokers, &existing, 1).await;
-    let missing = unique_topic("missing");
+    let brokers = kafka::require_kafka().await;
+    let existing = unique_name("existing");
+    kafka::create_topic(&brokers, &existing, 1).await;
+    let missing = unique_name("missing");
     let publisher = publisher(&brokers);
 
     let events = vec![
@@ -380,15 +207,15 @@ async fn missing_topic_is_rejected_naming_it_without_creating_it() {
 
     // A missing topic is not remembered: once it exists, the next publish
     // (a retry, say) reaches it.
-    create_topic(&brokers, &missing, 1).await;
+    kafka::create_topic(&brokers, &missing, 1).await;
     let retried = publisher.publish(&events[..1]).await;
     assert_eq!(retried, vec![Ok(())], "published once the topic exists");
 }
 
 #[tokio::test]
 async fn missing_topic_is_created_when_enabled() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("created");
+    let brokers = kafka::require_kafka().await;
+    let topic = unique_name("created");
     let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
     config.create_missing_topics = true;
     config.new_topic_partitions = 2;
@@ -406,34 +233,15 @@ async fn missing_topic_is_created_when_enabled() {
 }
 
 #[tokio::test]
-async fn unreachable_broker_is_unavailable() {
-    // Nothing listens on port 1.
-    let mut config = KafkaPublisherConfig::new(vec!["127.0.0.1:1".to_owned()]);
-    config.message_timeout = Duration::from_secs(2);
-    config.metadata_timeout = Duration::from_secs(1);
-    let publisher = KafkaPublisher::new(config).expect("kafka publisher");
-    let events = vec![event("orders", "order-1", 0), event("orders", "order-2", 1)];
-    let outcomes = publisher.publish(&events).await;
-    for outcome in &outcomes {
-        assert!(
-            matches!(outcome, Err(PublishFailure::Unavailable(_))),
-            "{outcome:?}"
-        );
-    }
-    assert!(!publisher.is_connected());
-    assert!(publisher.check_connection().await.is_err());
-}
-
-#[tokio::test]
 async fn bad_client_option_fails_at_creation() {
-    let mut config = KafkaPublisherConfig::new(vec![brokers()]);
+    let mut config = KafkaPublisherConfig::new(vec![kafka::brokers()]);
     config
         .client_options
         .insert("linger.msec".to_owned(), "5".to_owned());
     let error = KafkaPublisher::new(config).expect_err("unknown option");
     assert!(error.to_string().contains("linger.msec"), "{error}");
 
-    let mut config = KafkaPublisherConfig::new(vec![brokers()]);
+    let mut config = KafkaPublisherConfig::new(vec![kafka::brokers()]);
     config
         .client_options
         .insert("acks".to_owned(), "several".to_owned());
@@ -442,7 +250,7 @@ async fn bad_client_option_fails_at_creation() {
 }
 
 fn config_with_option(name: &str, value: &str) -> KafkaPublisherConfig {
-    let mut config = KafkaPublisherConfig::new(vec![brokers()]);
+    let mut config = KafkaPublisherConfig::new(vec![kafka::brokers()]);
     config
         .client_options
         .insert(name.to_owned(), value.to_owned());
@@ -524,9 +332,9 @@ fn librdkafka_refuses_overrides_that_break_ordering_under_idempotence() {
 /// are accepted and the publisher delivers.
 #[tokio::test]
 async fn client_options_that_keep_the_guarantee_are_accepted_and_deliver() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("options");
-    create_topic(&brokers, &topic, 2).await;
+    let brokers = kafka::require_kafka().await;
+    let topic = unique_name("options");
+    kafka::create_topic(&brokers, &topic, 2).await;
     let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
     for (name, value) in [
         ("acks", "all"),
@@ -560,9 +368,9 @@ async fn client_options_that_keep_the_guarantee_are_accepted_and_deliver() {
 /// handshake fails) but reports the broker unavailable.
 #[tokio::test]
 async fn tls_settings_are_accepted_and_a_plaintext_listener_fails_the_handshake() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("tls");
-    create_topic(&brokers, &topic, 1).await;
+    let brokers = kafka::require_kafka().await;
+    let topic = unique_name("tls");
+    kafka::create_topic(&brokers, &topic, 1).await;
 
     let mut scram = KafkaPublisherConfig::new(vec![brokers.clone()]);
     for (key, value) in [
@@ -596,9 +404,9 @@ async fn tls_settings_are_accepted_and_a_plaintext_listener_fails_the_handshake(
 /// consumers read them back.
 #[tokio::test]
 async fn zstd_compressed_batches_arrive() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("zstd");
-    create_topic(&brokers, &topic, 1).await;
+    let brokers = kafka::require_kafka().await;
+    let topic = unique_name("zstd");
+    kafka::create_topic(&brokers, &topic, 1).await;
     let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
     config
         .client_options
@@ -620,7 +428,7 @@ async fn zstd_compressed_batches_arrive() {
 
 #[tokio::test]
 async fn check_connection_reports_a_live_broker() {
-    let brokers = require_broker().await;
+    let brokers = kafka::require_kafka().await;
     let publisher = publisher(&brokers);
     assert!(
         !publisher.is_connected(),
@@ -632,9 +440,9 @@ async fn check_connection_reports_a_live_broker() {
 
 #[tokio::test]
 async fn full_producer_queue_waits_instead_of_dropping() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("queue-full");
-    create_topic(&brokers, &topic, 1).await;
+    let brokers = kafka::require_kafka().await;
+    let topic = unique_name("queue-full");
+    kafka::create_topic(&brokers, &topic, 1).await;
     let mut config = KafkaPublisherConfig::new(vec![brokers.clone()]);
     config
         .client_options
@@ -657,9 +465,9 @@ async fn full_producer_queue_waits_instead_of_dropping() {
 
 #[tokio::test]
 async fn a_fatal_error_fails_the_batch_as_unavailable_and_a_new_producer_delivers() {
-    let brokers = require_broker().await;
-    let topic = unique_topic("fatal");
-    create_topic(&brokers, &topic, 1).await;
+    let brokers = kafka::require_kafka().await;
+    let topic = unique_name("fatal");
+    kafka::create_topic(&brokers, &topic, 1).await;
     let publisher = publisher(&brokers);
     let first = vec![event(&topic, "order-1", 0)];
     assert_eq!(publisher.publish(&first).await, vec![Ok(())]);
@@ -701,7 +509,7 @@ async fn a_fatal_error_fails_the_batch_as_unavailable_and_a_new_producer_deliver
 
 #[tokio::test]
 async fn recover_replaces_the_producer_and_checks_the_broker() {
-    let brokers = require_broker().await;
+    let brokers = kafka::require_kafka().await;
     let publisher = publisher(&brokers);
     publisher.recover().await.expect("recover on a live broker");
     assert_eq!(publisher.client_rebuilds(), 1);

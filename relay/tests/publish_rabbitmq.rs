@@ -13,39 +13,14 @@ use lapin::options::{
     QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
+use lapin::{Channel, Connection, ExchangeKind};
 use outbox_relay::OutboundEvent;
 use outbox_relay::config::RoutingKey;
 use outbox_relay::publish::{
     PublishFailure, Publisher, RabbitMqPublisher, RabbitMqPublisherConfig,
 };
-use outbox_testkit::TcpProxy;
+use outbox_testkit::{TcpProxy, rabbitmq};
 use uuid::Uuid;
-
-fn amqp_url() -> String {
-    std::env::var("OUTBOX_TEST_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
-
-/// A connection for the test's own declarations; fails the test, naming the
-/// broker, when RabbitMQ does not answer.
-async fn require_broker() -> Connection {
-    let url = amqp_url();
-    match tokio::time::timeout(
-        Duration::from_secs(5),
-        Connection::connect(&url, ConnectionProperties::default()),
-    )
-    .await
-    {
-        Ok(Ok(connection)) => connection,
-        Ok(Err(error)) => panic!(
-            "RabbitMQ is not reachable at {url} ({error}); start the test services with `scripts/test.sh --services-only`"
-        ),
-        Err(_) => panic!(
-            "RabbitMQ did not answer at {url} within 5 s; start the test services with `scripts/test.sh --services-only`"
-        ),
-    }
-}
 
 /// An exchange with one queue bound to it, both unique to the test.
 struct Fixture {
@@ -57,7 +32,7 @@ struct Fixture {
 
 impl Fixture {
     async fn new(kind: ExchangeKind, binding_keys: &[&str]) -> Self {
-        let connection = require_broker().await;
+        let connection = rabbitmq::require_rabbitmq().await;
         let channel = connection.create_channel().await.expect("channel");
         let exchange = format!("outbox-test-{}", Uuid::now_v7());
         channel
@@ -211,107 +186,9 @@ fn assert_rejected(outcome: &Result<(), PublishFailure>, fragments: &[&str]) {
 }
 
 #[tokio::test]
-async fn batch_arrives_with_every_cloudevents_attribute_in_order() {
-    let fixture = Fixture::new(ExchangeKind::Topic, &["#"]).await;
-    let publisher = publisher_for(&amqp_url());
-    assert!(!publisher.is_connected(), "connects lazily");
-
-    let events: Vec<OutboundEvent> = (0..500)
-        .map(|sequence| {
-            let event_type = if sequence % 3 == 0 {
-                "order.created"
-            } else {
-                "order.updated"
-            };
-            event(
-                &fixture.exchange,
-                event_type,
-                &format!("order-{}", sequence % 50),
-                sequence,
-            )
-        })
-        .collect();
-    let started = Instant::now();
-    let outcomes = publisher.publish(&events).await;
-    eprintln!("published 500 events in {:?}", started.elapsed());
-    for (outcome, event) in outcomes.iter().zip(&events) {
-        assert_eq!(outcome, &Ok(()), "event {} failed", event.event_id);
-    }
-    assert!(publisher.is_connected());
-
-    let deliveries = fixture.consume(events.len()).await;
-    // One queue: arrival order is publication order, so every aggregate's
-    // events keep their order.
-    for (delivery, event) in deliveries.iter().zip(&events) {
-        let properties = &delivery.properties;
-        assert_eq!(delivery.exchange.as_str(), fixture.exchange);
-        assert_eq!(
-            delivery.routing_key.as_str(),
-            event.event_type,
-            "routing key = event_type"
-        );
-        assert_eq!(
-            delivery.data,
-            event.payload.as_bytes(),
-            "body = payload bytes"
-        );
-        assert_eq!(
-            properties.message_id().as_ref().map(|id| id.as_str()),
-            Some(event.event_id.to_string().as_str())
-        );
-        assert_eq!(
-            properties.kind().as_ref().map(|kind| kind.as_str()),
-            Some(event.event_type.as_str())
-        );
-        assert_eq!(
-            properties.content_type().as_ref().map(|kind| kind.as_str()),
-            Some("application/json")
-        );
-        assert_eq!(*properties.delivery_mode(), Some(2), "persistent");
-        assert_eq!(
-            *properties.timestamp(),
-            Some(u64::try_from(event.created_at.timestamp()).expect("after 1970"))
-        );
-        let expected = [
-            ("cloudEvents:specversion", "1.0".to_owned()),
-            ("cloudEvents:id", event.event_id.to_string()),
-            ("cloudEvents:source", event.source.clone()),
-            ("cloudEvents:type", event.event_type.clone()),
-            ("cloudEvents:datacontenttype", "application/json".to_owned()),
-            ("cloudEvents:aggregatetype", event.aggregate_type.clone()),
-            ("cloudEvents:eventversion", event.event_version.to_string()),
-            ("cloudEvents:partitionkey", event.aggregate_id.clone()),
-            ("cloudEvents:tenant", "acme".to_owned()),
-        ];
-        for (key, value) in expected {
-            assert_eq!(header_text(delivery, key), Some(value), "header {key}");
-        }
-        let time = header_text(delivery, "cloudEvents:time").expect("cloudEvents:time");
-        let parsed = chrono::DateTime::parse_from_rfc3339(&time)
-            .expect("RFC 3339")
-            .to_utc();
-        assert_eq!(parsed, event.created_at, "cloudEvents:time = created_at");
-        for trace_header in ["traceparent", "tracestate"] {
-            let extension = format!("cloudEvents:{trace_header}");
-            assert_eq!(
-                header_text(delivery, &extension),
-                event.headers.get(trace_header).cloned(),
-                "{extension}"
-            );
-            assert_eq!(
-                header_text(delivery, trace_header),
-                event.headers.get(trace_header).cloned(),
-                "{trace_header}"
-            );
-        }
-    }
-    fixture.delete().await;
-}
-
-#[tokio::test]
 async fn configured_routing_key_replaces_the_event_type() {
     let fixture = Fixture::new(ExchangeKind::Direct, &["orders.all"]).await;
-    let mut config = RabbitMqPublisherConfig::new(amqp_url());
+    let mut config = RabbitMqPublisherConfig::new(rabbitmq::amqp_url());
     config.routing_keys.insert(
         fixture.exchange.clone(),
         RoutingKey::Fixed("orders.all".to_owned()),
@@ -342,7 +219,7 @@ async fn configured_routing_key_replaces_the_event_type() {
 #[tokio::test]
 async fn unroutable_events_are_rejected_and_the_others_published() {
     let fixture = Fixture::new(ExchangeKind::Direct, &["order.created"]).await;
-    let publisher = publisher_for(&amqp_url());
+    let publisher = publisher_for(&rabbitmq::amqp_url());
 
     // Routable and unroutable interleaved, so that acks for several
     // messages arrive together: each return must reach its own event.
@@ -389,7 +266,7 @@ async fn unroutable_events_are_rejected_and_the_others_published() {
 async fn missing_exchange_is_rejected_without_breaking_the_publisher() {
     let fixture = Fixture::new(ExchangeKind::Topic, &["#"]).await;
     let missing = format!("outbox-test-missing-{}", Uuid::now_v7());
-    let publisher = publisher_for(&amqp_url());
+    let publisher = publisher_for(&rabbitmq::amqp_url());
 
     let events = vec![
         event(&fixture.exchange, "order.created", "order-1", 0),
@@ -475,7 +352,7 @@ async fn exchange_deleted_after_first_use_is_rejected_and_the_channel_replaced()
         )
         .await
         .expect("bind exchanges");
-    let publisher = publisher_for(&amqp_url());
+    let publisher = publisher_for(&rabbitmq::amqp_url());
     let first = vec![event(&doomed, "order.created", "order-1", 0)];
     assert_eq!(
         publisher.publish(&first).await,
@@ -513,13 +390,13 @@ async fn exchange_deleted_after_first_use_is_rejected_and_the_channel_replaced()
 }
 
 fn proxied_url(proxy: &TcpProxy) -> String {
-    proxy.route(&amqp_url())
+    proxy.route(&rabbitmq::amqp_url())
 }
 
 #[tokio::test]
 async fn lost_connection_is_unavailable_then_reconnected() {
     let fixture = Fixture::new(ExchangeKind::Topic, &["#"]).await;
-    let proxy = TcpProxy::in_front_of(&amqp_url()).await;
+    let proxy = TcpProxy::in_front_of(&rabbitmq::amqp_url()).await;
     let publisher = publisher_for(&proxied_url(&proxy));
     let mut sequence = 0;
     let mut next_event = || {
@@ -578,7 +455,7 @@ async fn lost_connection_is_unavailable_then_reconnected() {
 #[tokio::test]
 async fn a_connection_that_goes_silent_is_replaced_after_the_confirm_timeout() {
     let fixture = Fixture::new(ExchangeKind::Topic, &["#"]).await;
-    let proxy = TcpProxy::in_front_of(&amqp_url()).await;
+    let proxy = TcpProxy::in_front_of(&rabbitmq::amqp_url()).await;
     let mut config = RabbitMqPublisherConfig::new(proxied_url(&proxy));
     config.confirm_timeout = Duration::from_secs(1);
     config.connect_timeout = Duration::from_secs(3);
@@ -608,7 +485,7 @@ async fn a_connection_that_goes_silent_is_replaced_after_the_confirm_timeout() {
 
 #[tokio::test]
 async fn recover_opens_a_fresh_connection() {
-    let publisher = publisher_for(&amqp_url());
+    let publisher = publisher_for(&rabbitmq::amqp_url());
     publisher.recover().await.expect("recover on a live broker");
     assert!(publisher.is_connected());
     publisher.recover().await.expect("recover again");
@@ -628,32 +505,6 @@ async fn recover_opens_a_fresh_connection() {
 }
 
 #[tokio::test]
-async fn unreachable_broker_is_unavailable() {
-    let mut config = RabbitMqPublisherConfig::new("amqp://guest:guest@127.0.0.1:1/%2f");
-    config.connect_timeout = Duration::from_secs(2);
-    let publisher = RabbitMqPublisher::new(config).expect("rabbitmq publisher");
-    let outcomes = publisher
-        .publish(&[
-            event("orders", "order.created", "order-1", 0),
-            event("orders", "order.created", "order-2", 1),
-        ])
-        .await;
-    for outcome in &outcomes {
-        match outcome {
-            Err(PublishFailure::Unavailable(message)) => {
-                assert!(message.contains("127.0.0.1:1"), "{message}");
-                assert!(
-                    !message.contains("guest:guest"),
-                    "password masked: {message}"
-                );
-            }
-            other => panic!("expected Unavailable, got {other:?}"),
-        }
-    }
-    assert!(!publisher.is_connected());
-}
-
-#[tokio::test]
 async fn events_that_cannot_be_messages_are_rejected_before_connecting() {
     let publisher = publisher_for("amqp://guest:guest@127.0.0.1:1/%2f");
     let mut long_type = event("orders", "order.created", "order-1", 0);
@@ -668,7 +519,7 @@ async fn events_that_cannot_be_messages_are_rejected_before_connecting() {
 #[tokio::test]
 async fn connection_is_shared_by_concurrent_publishes() {
     let fixture = Fixture::new(ExchangeKind::Topic, &["#"]).await;
-    let publisher = publisher_for(&amqp_url());
+    let publisher = publisher_for(&rabbitmq::amqp_url());
     let batches: Vec<Vec<OutboundEvent>> = (0..4)
         .map(|batch| {
             (0..50)
@@ -711,8 +562,8 @@ async fn connection_is_shared_by_concurrent_publishes() {
 #[tokio::test]
 async fn amqps_handshake_failure_is_unavailable() {
     // RabbitMQ's plain AMQP port does not speak TLS: the handshake fails.
-    let _broker = require_broker().await;
-    let uri: lapin::uri::AMQPUri = amqp_url().parse().expect("valid AMQP URL");
+    let _broker = rabbitmq::require_rabbitmq().await;
+    let uri: lapin::uri::AMQPUri = rabbitmq::amqp_url().parse().expect("valid AMQP URL");
     let url = format!(
         "amqps://{}:{}@{}:{}/%2f",
         uri.authority.userinfo.username,

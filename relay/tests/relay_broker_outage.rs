@@ -8,8 +8,7 @@ use std::collections::HashSet;
 use std::process::Command;
 use std::time::Duration;
 
-use outbox_testkit::TestBackend;
-use support::brokers::{amqp_url, rabbitmq_exchange_consumer, unique_name};
+use outbox_testkit::{TestBackend, rabbitmq, unique_name};
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use support::workload::{check_delivery, enqueue_events};
 
@@ -37,7 +36,7 @@ async fn rabbitmq_down_for_20s_backs_off_resumes_and_loses_nothing() {
     const EVENTS: u64 = 20_000;
     let db = outbox_testkit::postgres().await;
     let exchange = unique_name("outage");
-    let collected = rabbitmq_exchange_consumer(&exchange).await;
+    let collected = rabbitmq::exchange_consumer(&exchange).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let enqueued = enqueue_events(db.pool(), &exchange, EVENTS, 200, 500).await;
     let published = || async {
@@ -50,7 +49,7 @@ async fn rabbitmq_down_for_20s_backs_off_resumes_and_loses_nothing() {
         .expect("count published")
     };
 
-    let mut relay = RelayProcess::spawn(db.url(), &amqp_url(), FAST_CONFIG);
+    let mut relay = RelayProcess::spawn(db.url(), &rabbitmq::amqp_url(), FAST_CONFIG);
     assert!(
         wait_until(Duration::from_secs(60), || async {
             published().await > 1_000

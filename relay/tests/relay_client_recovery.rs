@@ -9,18 +9,14 @@ use std::time::Duration;
 
 use outbox_relay::publish::{KafkaPublisher, KafkaPublisherConfig, Publisher};
 use outbox_relay::{DatabaseUrl, Relay, RelayConfig, open_store};
-use outbox_testkit::{TcpProxy, TestDatabase};
-use support::brokers::{
-    Collected, amqp_url, kafka_brokers, kafka_topic_consumer, rabbitmq_exchange_consumer,
-    unique_name,
-};
+use outbox_testkit::{Collected, TcpProxy, TestDatabase, kafka, rabbitmq, unique_name};
 use support::http::{endpoint_address, get, sample};
 use support::process::{RelayProcess, wait_until};
 use support::workload::{check_delivery, enqueue_events};
 use tokio_util::sync::CancellationToken;
 
 fn kafka_broker() -> String {
-    format!("kafka://{}", kafka_brokers())
+    format!("kafka://{}", kafka::brokers())
 }
 
 /// Short leases, and a handover after two of them.
@@ -107,7 +103,7 @@ async fn a_relay_frozen_past_its_lease_recovers_and_everything_is_delivered() {
     const PER_TRANSACTION: u64 = 100;
     let db = outbox_testkit::postgres().await;
     let topic = unique_name("frozen");
-    let collected = kafka_topic_consumer(&topic, 4).await;
+    let collected = kafka::topic_consumer(&topic, 4).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     // The settings of the reproduction: a frozen relay's producer has
     // records time out and is fenced by the broker after the thaw.
@@ -174,14 +170,14 @@ async fn a_fatal_producer_error_is_replaced_by_a_fresh_producer_mid_run() {
     const EVENTS: u64 = 3_000;
     let db = outbox_testkit::postgres().await;
     let topic = unique_name("fatal");
-    let collected = kafka_topic_consumer(&topic, 3).await;
+    let collected = kafka::topic_consumer(&topic, 3).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let enqueued = enqueue_events(db.pool(), &topic, EVENTS, 100, 500).await;
 
     let config =
         RelayConfig::from_toml_str(&config("in-process", ""), "test.toml").expect("test config");
     let publisher = Arc::new(
-        KafkaPublisher::new(KafkaPublisherConfig::new(vec![kafka_brokers()]))
+        KafkaPublisher::new(KafkaPublisherConfig::new(vec![kafka::brokers()]))
             .expect("kafka publisher"),
     );
     let database_url: DatabaseUrl = db.url().parse().expect("database url");
@@ -225,7 +221,7 @@ async fn a_relay_that_cannot_publish_hands_its_partitions_to_a_healthy_one() {
     const EVENTS: u64 = 2_000;
     let db = outbox_testkit::postgres().await;
     let topic = unique_name("handover");
-    let collected = kafka_topic_consumer(&topic, 3).await;
+    let collected = kafka::topic_consumer(&topic, 3).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let enqueued = enqueue_events(db.pool(), &topic, EVENTS, 100, 500).await;
 
@@ -277,18 +273,18 @@ async fn a_relay_cut_off_from_rabbitmq_stands_by_and_rejoins_once_it_reaches_it(
     const EVENTS_PER_ROUND: u64 = 1_000;
     let db = outbox_testkit::postgres().await;
     let exchange = unique_name("rejoin");
-    let collected = rabbitmq_exchange_consumer(&exchange).await;
+    let collected = rabbitmq::exchange_consumer(&exchange).await;
     outbox::migrate(db.pool()).await.expect("migrate");
-    let proxy = TcpProxy::in_front_of(&amqp_url()).await;
-    let proxied_url = proxy.route(&amqp_url());
+    let proxy = TcpProxy::in_front_of(&rabbitmq::amqp_url()).await;
+    let proxied_url = proxy.route(&rabbitmq::amqp_url());
     assert_ne!(
         proxied_url,
-        amqp_url(),
+        rabbitmq::amqp_url(),
         "the AMQP URL goes through the proxy"
     );
 
     let cut_off = RelayProcess::spawn(db.url(), &proxied_url, &config("cut-off", ""));
-    let direct = RelayProcess::spawn(db.url(), &amqp_url(), &config("direct", ""));
+    let direct = RelayProcess::spawn(db.url(), &rabbitmq::amqp_url(), &config("direct", ""));
     let cut_off_http = endpoint_address(&cut_off).await;
     let shared = wait_until(Duration::from_secs(60), || async {
         leases_of(&db, "cut-off").await > 0 && leases_of(&db, "direct").await > 0

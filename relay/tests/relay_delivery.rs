@@ -6,11 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use support::brokers::{
-    Collected, kafka_brokers, kafka_topic_consumer, rabbitmq_exchange_consumer, unique_name,
-};
+use outbox_testkit::{Collected, Received, kafka, rabbitmq, unique_name};
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
-use support::workload::{Received, check_delivery, enqueue_events};
+use support::workload::{check_delivery, enqueue_events};
 
 const EVENTS: u64 = 10_000;
 const AGGREGATES: u64 = 100;
@@ -99,13 +97,13 @@ fn check_amqp_attributes(message: &Received) {
 async fn postgres_to_kafka_delivers_every_event_with_its_attributes() {
     let db = outbox_testkit::postgres().await;
     let topic = unique_name("delivery");
-    let collected = kafka_topic_consumer(&topic, 3).await;
+    let collected = kafka::topic_consumer(&topic, 3).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let enqueued = enqueue_events(db.pool(), &topic, EVENTS, AGGREGATES, 100).await;
 
     let mut relay = RelayProcess::spawn(
         db.url(),
-        &format!("kafka://{}", kafka_brokers()),
+        &format!("kafka://{}", kafka::brokers()),
         FAST_CONFIG,
     );
     wait_for_unique(&collected, enqueued.len(), &mut relay).await;
@@ -120,11 +118,11 @@ async fn postgres_to_kafka_delivers_every_event_with_its_attributes() {
 async fn postgres_to_rabbitmq_delivers_every_event_with_its_attributes() {
     let db = outbox_testkit::postgres().await;
     let exchange = unique_name("delivery");
-    let collected = rabbitmq_exchange_consumer(&exchange).await;
+    let collected = rabbitmq::exchange_consumer(&exchange).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let enqueued = enqueue_events(db.pool(), &exchange, EVENTS, AGGREGATES, 100).await;
 
-    let mut relay = RelayProcess::spawn(db.url(), &support::brokers::amqp_url(), FAST_CONFIG);
+    let mut relay = RelayProcess::spawn(db.url(), &rabbitmq::amqp_url(), FAST_CONFIG);
     wait_for_unique(&collected, enqueued.len(), &mut relay).await;
     let received = collected.snapshot();
     check_delivery(&enqueued, &received);
@@ -137,13 +135,13 @@ async fn postgres_to_rabbitmq_delivers_every_event_with_its_attributes() {
 async fn mariadb_to_kafka_delivers_every_event_in_order() {
     let db = outbox_testkit::mysql().await;
     let topic = unique_name("mariadb");
-    let collected = kafka_topic_consumer(&topic, 3).await;
+    let collected = kafka::topic_consumer(&topic, 3).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let enqueued = enqueue_events(db.pool(), &topic, EVENTS, AGGREGATES, 100).await;
 
     let mut relay = RelayProcess::spawn(
         db.url(),
-        &format!("kafka://{}", kafka_brokers()),
+        &format!("kafka://{}", kafka::brokers()),
         FAST_CONFIG,
     );
     wait_for_unique(&collected, enqueued.len(), &mut relay).await;
@@ -154,11 +152,11 @@ async fn mariadb_to_kafka_delivers_every_event_in_order() {
 async fn sqlite_to_rabbitmq_delivers_every_event_in_order() {
     let db = outbox_testkit::sqlite().await;
     let exchange = unique_name("sqlite");
-    let collected = rabbitmq_exchange_consumer(&exchange).await;
+    let collected = rabbitmq::exchange_consumer(&exchange).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let enqueued = enqueue_events(db.pool(), &exchange, EVENTS, AGGREGATES, 100).await;
 
-    let mut relay = RelayProcess::spawn(db.url(), &support::brokers::amqp_url(), FAST_CONFIG);
+    let mut relay = RelayProcess::spawn(db.url(), &rabbitmq::amqp_url(), FAST_CONFIG);
     wait_for_unique(&collected, enqueued.len(), &mut relay).await;
     check_delivery(&enqueued, &collected.snapshot());
 }

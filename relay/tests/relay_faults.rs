@@ -6,11 +6,7 @@ mod support;
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
-use outbox_testkit::TestDatabase;
-use support::brokers::{
-    Collected, amqp_url, kafka_brokers, kafka_topic_consumer, rabbitmq_exchange_consumer,
-    unique_name,
-};
+use outbox_testkit::{Collected, TestDatabase, kafka, rabbitmq, unique_name};
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use support::workload::{check_delivery, enqueue_events};
 
@@ -33,7 +29,7 @@ fn random_millis(low: u64, high: u64) -> Duration {
 }
 
 fn kafka_broker() -> String {
-    format!("kafka://{}", kafka_brokers())
+    format!("kafka://{}", kafka::brokers())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -52,7 +48,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_order() {
     );
     let db = outbox_testkit::postgres().await;
     let topic = unique_name("sigkill");
-    let collected = kafka_topic_consumer(&topic, 3).await;
+    let collected = kafka::topic_consumer(&topic, 3).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let enqueued = enqueue_events(db.pool(), &topic, EVENTS, 200, 500).await;
 
@@ -120,7 +116,7 @@ async fn three_relays_share_the_work_without_double_publishing() {
     const EVENTS: u64 = 20_000;
     let db = outbox_testkit::postgres().await;
     let topic = unique_name("three");
-    let collected = kafka_topic_consumer(&topic, 3).await;
+    let collected = kafka::topic_consumer(&topic, 3).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let enqueued = enqueue_events(db.pool(), &topic, EVENTS, 200, 500).await;
 
@@ -158,7 +154,7 @@ async fn three_relays_share_the_work_without_double_publishing() {
 async fn sigterm_exits_zero_and_releases_every_lease() {
     let db = outbox_testkit::postgres().await;
     let topic = unique_name("sigterm");
-    let collected = kafka_topic_consumer(&topic, 1).await;
+    let collected = kafka::topic_consumer(&topic, 1).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let enqueued = enqueue_events(db.pool(), &topic, 2_000, 20, 100).await;
 
@@ -247,7 +243,7 @@ async fn rejected_event_is_dead_lettered(
     let db = outbox_testkit::postgres().await;
     let good_exchange = unique_name("good");
     let missing_exchange = unique_name("never-declared");
-    let collected = rabbitmq_exchange_consumer(&good_exchange).await;
+    let collected = rabbitmq::exchange_consumer(&good_exchange).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let (good, later_bad) =
         enqueue_with_a_rejected_event(&db, &missing_exchange, &good_exchange).await;
@@ -258,7 +254,7 @@ async fn rejected_event_is_dead_lettered(
         "{}\n[dead_letter]\npolicy = \"{policy}\"\n",
         FAST_CONFIG.replace("batch_size = 500", "batch_size = 10")
     );
-    let relay = RelayProcess::spawn(db.url(), &amqp_url(), &config);
+    let relay = RelayProcess::spawn(db.url(), &rabbitmq::amqp_url(), &config);
     assert!(
         wait_until(Duration::from_secs(60), || async {
             db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'dead'")
@@ -333,7 +329,7 @@ async fn under_the_skip_policy_a_dead_event_lets_its_aggregate_continue() {
 async fn an_event_over_the_kafka_size_limit_is_dead_lettered() {
     let db = outbox_testkit::postgres().await;
     let topic = unique_name("oversized");
-    let collected = kafka_topic_consumer(&topic, 1).await;
+    let collected = kafka::topic_consumer(&topic, 1).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let mut tx = db.pool().begin().await.expect("begin");
     let big = serde_json::value::to_raw_value(&serde_json::json!({ "blob": "x".repeat(20_000) }))

@@ -6,8 +6,8 @@ mod support;
 
 use std::time::Duration;
 
+use outbox_testkit::{rabbitmq, unique_name};
 use sqlx::AssertSqlSafe;
-use support::brokers::{amqp_url, rabbitmq_exchange_consumer, unique_name};
 use support::http::{endpoint_address, get, sample};
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use support::workload::enqueue_events;
@@ -38,13 +38,13 @@ async fn metrics_count_what_the_relay_published_rejected_and_dead_lettered() {
     outbox::migrate(db.pool()).await.expect("migrate");
     let delivered = unique_name("metrics");
     let missing = unique_name("metrics-missing");
-    let collected = rabbitmq_exchange_consumer(&delivered).await;
+    let collected = rabbitmq::exchange_consumer(&delivered).await;
     enqueue_events(db.pool(), &delivered, DELIVERED, 40, 50).await;
     // One event for an exchange that does not exist: rejected on each of
     // its 3 attempts, then dead.
     enqueue_events(db.pool(), &missing, 1, 1, 1).await;
 
-    let relay = RelayProcess::spawn(db.url(), &amqp_url(), FAST_CONFIG);
+    let relay = RelayProcess::spawn(db.url(), &rabbitmq::amqp_url(), FAST_CONFIG);
     let address = endpoint_address(&relay).await;
     assert_eq!(get(&address, "/healthz").await.status, 200);
     // Scraped while the relay works: counters never exceed the table.

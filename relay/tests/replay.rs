@@ -13,11 +13,9 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use outbox_testkit::{TestBackend, TestDatabase};
-use support::brokers::{Collected, amqp_url, rabbitmq_exchange_consumer, unique_name};
+use outbox_testkit::{Collected, Received, TestBackend, TestDatabase, rabbitmq, unique_name};
 use support::dialect::Dialect;
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
-use support::workload::Received;
 
 const REPLAY_HEADER: &str = "cloudEvents:outboxreplay";
 
@@ -118,10 +116,10 @@ async fn replay_one_topic_since_a_time<DB: TestBackend + Dialect + outbox::Backe
     let label = DB::LABEL;
     let topic_a = unique_name("replay-a");
     let topic_b = unique_name("replay-b");
-    let consumer_a = rabbitmq_exchange_consumer(&topic_a).await;
-    let consumer_b = rabbitmq_exchange_consumer(&topic_b).await;
+    let consumer_a = rabbitmq::exchange_consumer(&topic_a).await;
+    let consumer_b = rabbitmq::exchange_consumer(&topic_b).await;
     outbox::migrate(db.pool()).await.expect("migrate");
-    let mut relay = RelayProcess::spawn(db.url(), &amqp_url(), FAST_CONFIG);
+    let mut relay = RelayProcess::spawn(db.url(), &rabbitmq::amqp_url(), FAST_CONFIG);
 
     // Group 1, then made an hour old.
     let old_a = enqueue(&db, &topic_a, &["a1", "a2"], 2).await;
@@ -195,7 +193,7 @@ async fn replay_one_topic_since_a_time<DB: TestBackend + Dialect + outbox::Backe
         "--database-url",
         db.url(),
         "--broker",
-        &amqp_url(),
+        &rabbitmq::amqp_url(),
         "--config",
         &config.display().to_string(),
         "--topic",

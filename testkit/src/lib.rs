@@ -3,21 +3,47 @@
 //! Every test that needs a database calls [`postgres`], [`mysql`] or
 //! [`sqlite`] and gets a database of its own: a fresh database on the real
 //! PostgreSQL or MariaDB server, or a temporary SQLite file. It is dropped
-//! when the [`TestDatabase`] is. A server that cannot be reached fails the
-//! test with a message naming it; nothing is skipped.
+//! when the [`TestDatabase`] is. [`test_on_every_backend!`] writes one test
+//! per scenario and backend.
 //!
-//! Servers are found through `OUTBOX_TEST_POSTGRES_URL` and
-//! `OUTBOX_TEST_MYSQL_URL`, defaulting to the loopback services that
-//! `scripts/test.sh` starts.
+//! [`kafka`] and [`rabbitmq`] hold the broker side: topics, exchanges and
+//! queues of each test's own, producers and publishers that write as the
+//! relay does, and consumers that collect what arrived ([`Collected`]).
+//!
+//! A service that cannot be reached fails the test with a message naming it
+//! and `scripts/test.sh --services-only`; nothing is skipped. Services are
+//! found through `OUTBOX_TEST_POSTGRES_URL`, `OUTBOX_TEST_MYSQL_URL`,
+//! `OUTBOX_TEST_KAFKA_BROKERS` and `OUTBOX_TEST_AMQP_URL`, defaulting to the
+//! loopback services that `scripts/test.sh` starts.
 //!
 //! [`TcpProxy`] stands between the code under test and a server, so a test
-//! can cut that code off its database (and let it back) while the shared
-//! server keeps running for every other test.
+//! can cut that code off its database or broker (and let it back) while the
+//! shared server keeps running for every other test.
 
+mod backends;
 mod database;
+pub mod kafka;
 mod proxy;
 mod query;
+pub mod rabbitmq;
+mod received;
+mod services;
 
 pub use database::{TestDatabase, mysql, postgres, sqlite, sqlite_unopened};
 pub use proxy::TcpProxy;
 pub use query::TestBackend;
+pub use received::{Collected, Received};
+pub use services::unique_name;
+
+/// A deterministic shuffle (xorshift) of `items`, so that a failure can be
+/// replayed with the same `seed`.
+pub fn shuffled<T>(mut items: Vec<T>, seed: u64) -> Vec<T> {
+    let mut state = seed.max(1);
+    for index in (1..items.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        items.swap(index, (state % (index as u64 + 1)) as usize);
+    }
+    items
+}

@@ -1,30 +1,23 @@
-//! The RabbitMQ side of the inbox tests: a real RabbitMQ
-//! (`OUTBOX_TEST_AMQP_URL`, default `amqp://guest:guest@127.0.0.1:5672/%2f`),
-//! an exchange and queue of each test's own, and messages published
-//! exactly as the relay publishes them (`cloudEvents:` headers,
-//! `message_id`, `type`). A broker that cannot be reached fails the test
-//! with a message naming it.
+//! The RabbitMQ side of the inbox tests: an exchange and queue of each
+//! test's own on the real RabbitMQ (`outbox_testkit::rabbitmq`), and
+//! messages published exactly as the relay publishes them (`cloudEvents:`
+//! headers, `message_id`, `type`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use lapin::options::{
-    BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
-    ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
+    BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use lapin::{BasicProperties, Channel, Connection};
 use outbox::Event;
 use outbox_inbox::rabbitmq::RabbitMqConsumerConfig;
-
-fn amqp_url() -> String {
-    std::env::var("OUTBOX_TEST_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
-
-pub fn unique_name(prefix: &str) -> String {
-    format!("outbox-inbox-{prefix}-{}", uuid::Uuid::now_v7().simple())
-}
+use outbox_testkit::rabbitmq::{
+    amqp_url, declare_bound_queue, declare_topic_exchange, delete_topology_blocking, headers,
+    require_rabbitmq,
+};
+use outbox_testkit::unique_name;
 
 /// The relay's side: a topic exchange (the event's `topic`) with the
 /// consumer's queue bound to it, and a publisher writing messages as the
@@ -38,21 +31,7 @@ pub struct Broker {
 
 impl Broker {
     pub async fn new(prefix: &str) -> Broker {
-        let url = amqp_url();
-        let connected = tokio::time::timeout(
-            Duration::from_secs(10),
-            Connection::connect(&url, ConnectionProperties::default()),
-        )
-        .await;
-        let connection = match connected {
-            Ok(Ok(connection)) => connection,
-            Ok(Err(error)) => panic!(
-                "RabbitMQ is not reachable at {url}: {error}; start the test services with `scripts/test.sh --services-only`"
-            ),
-            Err(_) => panic!(
-                "RabbitMQ at {url} did not answer within 10 s; start the test services with `scripts/test.sh --services-only`"
-            ),
-        };
+        let connection = require_rabbitmq().await;
         let channel = connection.create_channel().await.expect("channel");
         channel
             .confirm_select(ConfirmSelectOptions::default())
@@ -60,39 +39,8 @@ impl Broker {
             .expect("confirm mode");
         let exchange = unique_name(&format!("{prefix}-x"));
         let queue = unique_name(prefix);
-        channel
-            .exchange_declare(
-                exchange.as_str().into(),
-                ExchangeKind::Topic,
-                ExchangeDeclareOptions {
-                    durable: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("declare exchange");
-        channel
-            .queue_declare(
-                queue.as_str().into(),
-                QueueDeclareOptions {
-                    durable: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("declare queue");
-        channel
-            .queue_bind(
-                queue.as_str().into(),
-                exchange.as_str().into(),
-                "#".into(),
-                QueueBindOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .expect("bind queue");
+        declare_topic_exchange(&channel, &exchange).await;
+        declare_bound_queue(&channel, &exchange, &queue).await;
         Broker {
             connection,
             channel,
@@ -226,150 +174,18 @@ impl Broker {
             .await
             .expect("basic_get")
         {
-            let headers = message
-                .delivery
-                .properties
-                .headers()
-                .as_ref()
-                .map(|table| {
-                    table
-                        .inner()
-                        .iter()
-                        .map(|(name, value)| (name.to_string(), text(value)))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let headers = headers(&message.delivery.properties);
             messages.push((headers, message.delivery.data.clone()));
         }
         messages
     }
 }
 
-/// Delete the queues and exchanges of the test, also when it failed (on a
-/// thread of its own: `Drop` cannot await).
+/// Delete the queues and exchanges of the test, also when it failed.
 impl Drop for Broker {
     fn drop(&mut self) {
-        let queues = [self.queue.clone(), self.dead_letter_queue()];
-        let exchanges = [self.exchange.clone(), format!("{}.dlx", self.queue)];
-        let cleanup = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            runtime.block_on(async move {
-                let url = amqp_url();
-                let connecting = Connection::connect(&url, ConnectionProperties::default());
-                let Ok(Ok(connection)) =
-                    tokio::time::timeout(Duration::from_secs(5), connecting).await
-                else {
-                    eprintln!("cannot connect to RabbitMQ to delete the test queues {queues:?}");
-                    return;
-                };
-                if let Ok(channel) = connection.create_channel().await {
-                    for queue in &queues {
-                        let _ = channel
-                            .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
-                            .await;
-                    }
-                    for exchange in &exchanges {
-                        let _ = channel
-                            .exchange_delete(
-                                exchange.as_str().into(),
-                                ExchangeDeleteOptions::default(),
-                            )
-                            .await;
-                    }
-                }
-                let _ = connection.close(200, "OK".into()).await;
-            });
-        });
-        let _ = cleanup.join();
+        let queues = vec![self.queue.clone(), self.dead_letter_queue()];
+        let exchanges = vec![self.exchange.clone(), format!("{}.dlx", self.queue)];
+        delete_topology_blocking(queues, exchanges);
     }
-}
-
-pub fn text(value: &AMQPValue) -> String {
-    match value {
-        AMQPValue::LongString(text) => String::from_utf8_lossy(text.as_bytes()).into_owned(),
-        AMQPValue::ShortString(text) => text.to_string(),
-        AMQPValue::LongLongInt(number) => number.to_string(),
-        AMQPValue::LongInt(number) => number.to_string(),
-        other => format!("{other:?}"),
-    }
-}
-
-/// Close, on the broker's side, every connection whose client name
-/// contains `name` (as a broker restart or a network cut would drop it).
-pub fn close_connections_named(name: &str) -> usize {
-    let listing = std::process::Command::new("rabbitmqctl")
-        .args([
-            "list_connections",
-            "--quiet",
-            "--no-table-headers",
-            "pid",
-            "client_properties",
-        ])
-        .output()
-        .unwrap_or_else(|error| {
-            panic!("rabbitmqctl (of the RabbitMQ test service) cannot be run: {error}")
-        });
-    assert!(
-        listing.status.success(),
-        "rabbitmqctl list_connections failed: {}",
-        String::from_utf8_lossy(&listing.stderr)
-    );
-    let mut closed = 0;
-    for line in String::from_utf8_lossy(&listing.stdout).lines() {
-        if !line.contains(name) {
-            continue;
-        }
-        let Some(pid) = line.split('\t').next() else {
-            continue;
-        };
-        let closing = std::process::Command::new("rabbitmqctl")
-            .args([
-                "close_connection",
-                pid.trim(),
-                "closed by the reconnect test",
-            ])
-            .output()
-            .expect("rabbitmqctl close_connection");
-        assert!(
-            closing.status.success(),
-            "rabbitmqctl close_connection {pid} failed: {}",
-            String::from_utf8_lossy(&closing.stderr)
-        );
-        closed += 1;
-    }
-    closed
-}
-
-/// Messages in `queue`, ready or delivered and not yet acknowledged, as
-/// the broker counts them (`rabbitmqctl list_queues`).
-pub fn queue_depth(queue: &str) -> u64 {
-    let listing = std::process::Command::new("rabbitmqctl")
-        .args([
-            "list_queues",
-            "--quiet",
-            "--no-table-headers",
-            "name",
-            "messages",
-        ])
-        .output()
-        .unwrap_or_else(|error| {
-            panic!("rabbitmqctl (of the RabbitMQ test service) cannot be run: {error}")
-        });
-    assert!(
-        listing.status.success(),
-        "rabbitmqctl list_queues failed: {}",
-        String::from_utf8_lossy(&listing.stderr)
-    );
-    String::from_utf8_lossy(&listing.stdout)
-        .lines()
-        .find_map(|line| {
-            let (name, messages) = line.split_once('\t')?;
-            (name.trim() == queue).then(|| messages.trim().parse().ok())?
-        })
-        .unwrap_or_else(|| panic!("rabbitmqctl does not list queue {queue}"))
 }

@@ -1,9 +1,10 @@
 //! Support for the relay's end-to-end tests: the relay binary as a child
-//! process, and consumers that collect what reached the real brokers.
+//! process, its HTTP endpoint, per-backend SQL and the workload. The
+//! brokers' side (topics, exchanges, collecting consumers) is in
+//! `outbox_testkit::{kafka, rabbitmq}`.
 
 #![allow(dead_code)]
 
-pub mod brokers;
 pub mod dialect;
 pub mod http;
 pub mod process;

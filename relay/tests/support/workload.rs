@@ -2,6 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use outbox_testkit::Received;
 use serde::Serialize;
 
 /// The payload of the events the end-to-end tests publish; the topic is
@@ -10,21 +11,6 @@ use serde::Serialize;
 pub struct ShipmentMoved {
     pub shipment: String,
     pub sequence: u64,
-}
-
-/// What one consumer saw of one message.
-#[derive(Debug, Clone)]
-pub struct Received {
-    /// CloudEvents id (`ce_id` or `cloudEvents:id`).
-    pub ce_id: String,
-    /// Kafka key or AMQP `message_id`, depending on the broker.
-    pub key: String,
-    /// `partitionkey` extension: the aggregate id.
-    pub aggregate_id: String,
-    /// The payload.
-    pub payload: serde_json::Value,
-    /// Every header (Kafka) or headers-table entry (AMQP), as text.
-    pub headers: HashMap<String, String>,
 }
 
 /// Enqueue `count` events spread round-robin over `aggregates` aggregates

@@ -15,31 +15,23 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lapin::options::{
-    BasicGetOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions,
-    QueueDeclareOptions, QueueDeleteOptions,
-};
-use lapin::types::{AMQPValue, FieldTable};
-use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
+use lapin::options::BasicGetOptions;
+use lapin::types::AMQPValue;
+use lapin::{Channel, Connection};
 use outbox_inbox::Inbox;
 use outbox_inbox::rabbitmq::{RabbitMqConsumerConfig, RabbitMqInboxConsumer};
 use outbox_relay::publish::rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};
 use outbox_relay::store::PostgresStore;
 use outbox_relay::{Relay, RelayConfig};
+use outbox_testkit::rabbitmq::{
+    amqp_url, declare_bound_queue, declare_topic_exchange, delete_topology, require_rabbitmq,
+};
+use outbox_testkit::unique_name;
 use support::trace::{
     CONSUMER, WAIT, assert_handler_continues_the_producer, enqueue_in_producer_span,
     export_spans_to_memory, handled_spans, parcel_handler, stop_consumer_then_relay,
 };
 use tokio_util::sync::CancellationToken;
-
-fn amqp_url() -> String {
-    std::env::var("OUTBOX_TEST_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
-
-fn unique_name(prefix: &str) -> String {
-    format!("outbox-trace-{prefix}-{}", uuid::Uuid::now_v7().simple())
-}
 
 /// The exchange the relay publishes to, with the inbox's queue and a
 /// second queue to read the published message from, both bound with `#`.
@@ -53,66 +45,19 @@ struct Topology {
 
 impl Topology {
     async fn declare() -> Topology {
-        let url = amqp_url();
-        let connected = tokio::time::timeout(
-            Duration::from_secs(10),
-            Connection::connect(&url, ConnectionProperties::default()),
-        )
-        .await;
-        let connection = match connected {
-            Ok(Ok(connection)) => connection,
-            Ok(Err(error)) => panic!(
-                "RabbitMQ is not reachable at {url}: {error}; start the test services with `scripts/test.sh --services-only`"
-            ),
-            Err(_) => panic!(
-                "RabbitMQ at {url} did not answer within 10 s; start the test services with `scripts/test.sh --services-only`"
-            ),
-        };
+        let connection = require_rabbitmq().await;
         let channel = connection.create_channel().await.expect("channel");
-        let exchange = unique_name("x");
-        channel
-            .exchange_declare(
-                exchange.as_str().into(),
-                ExchangeKind::Topic,
-                ExchangeDeclareOptions {
-                    durable: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("declare exchange");
+        let exchange = unique_name("trace-x");
+        declare_topic_exchange(&channel, &exchange).await;
         let topology = Topology {
             connection,
             channel,
             exchange,
-            inbox_queue: unique_name("inbox"),
-            inspect_queue: unique_name("inspect"),
+            inbox_queue: unique_name("trace-inbox"),
+            inspect_queue: unique_name("trace-inspect"),
         };
         for queue in [&topology.inbox_queue, &topology.inspect_queue] {
-            topology
-                .channel
-                .queue_declare(
-                    queue.as_str().into(),
-                    QueueDeclareOptions {
-                        durable: true,
-                        ..Default::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-                .expect("declare queue");
-            topology
-                .channel
-                .queue_bind(
-                    queue.as_str().into(),
-                    topology.exchange.as_str().into(),
-                    "#".into(),
-                    QueueBindOptions::default(),
-                    FieldTable::default(),
-                )
-                .await
-                .expect("bind queue");
+            declare_bound_queue(&topology.channel, &topology.exchange, queue).await;
         }
         topology
     }
@@ -161,19 +106,13 @@ impl Topology {
 
     async fn delete(self) {
         let dead_letter_queue = format!("{}.dlq", self.inbox_queue);
-        for queue in [&self.inbox_queue, &self.inspect_queue, &dead_letter_queue] {
-            let _ = self
-                .channel
-                .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
-                .await;
-        }
         let dead_letter_exchange = format!("{}.dlx", self.inbox_queue);
-        for exchange in [&self.exchange, &dead_letter_exchange] {
-            let _ = self
-                .channel
-                .exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
-                .await;
-        }
+        delete_topology(
+            &self.connection,
+            &[&self.inbox_queue, &self.inspect_queue, &dead_letter_queue],
+            &[&self.exchange, &dead_letter_exchange],
+        )
+        .await;
         let _ = self.connection.close(200, "OK".into()).await;
     }
 }

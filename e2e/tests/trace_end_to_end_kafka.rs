@@ -26,15 +26,11 @@ use support::trace::{
 };
 use tokio_util::sync::CancellationToken;
 
-fn kafka_brokers() -> String {
-    std::env::var("OUTBOX_TEST_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".to_owned())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kafka_handler_span_continues_the_producers_trace() {
     let (provider, exporter) = export_spans_to_memory();
-    let brokers = kafka_brokers();
-    let topic = format!("outbox-trace-{}", uuid::Uuid::now_v7().simple());
+    let brokers = outbox_testkit::kafka::require_kafka().await;
+    let topic = outbox_testkit::unique_name("trace");
     let db = outbox_testkit::postgres().await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let produced = enqueue_in_producer_span(db.pool(), &topic).await;

@@ -1,0 +1,257 @@
+//! The cases every publisher shares, run on each: Kafka and RabbitMQ on the
+//! real brokers, and stdout into a buffer. A batch arrives with every
+//! CloudEvents attribute, each aggregate in order; an unreachable broker
+//! (or a failing writer) makes every event unavailable; `recover()` checks
+//! the broker. What differs per publisher (the transport's own mapping, the
+//! address it cannot reach) lives in its [`Target`].
+//!
+//! Broker-specific behaviour stays in `publish_kafka.rs` (missing topics,
+//! oversized messages against `message.max.bytes`, TLS, fatal errors) and
+//! `publish_rabbitmq.rs` (routing keys, unroutable and missing exchanges,
+//! lost connections). An oversized event is a Kafka case only: RabbitMQ's
+//! limit is the shared broker's `max_message_size` (128 MiB) and stdout has
+//! none.
+
+mod kafka;
+mod rabbitmq;
+mod stdout;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use chrono::{SubsecRound, Utc};
+use outbox_relay::OutboundEvent;
+use outbox_relay::publish::{PublishFailure, Publisher};
+use uuid::Uuid;
+
+/// One message as the test read it back, whatever the transport.
+pub(crate) struct Delivered<Raw> {
+    /// The CloudEvents attributes, by attribute name (`id`, `time`,
+    /// `partitionkey`, …), as text.
+    pub(crate) attributes: BTreeMap<String, String>,
+    /// The event's data, as JSON.
+    pub(crate) data: serde_json::Value,
+    /// What only this transport carries (key, partition, properties).
+    pub(crate) raw: Raw,
+}
+
+/// A publisher under test and where its events go.
+pub(crate) trait Target: Sized {
+    /// The transport's own part of a [`Delivered`].
+    type Raw;
+
+    /// A destination (topic, exchange with a queue, buffer) of the test's own.
+    async fn new() -> Self;
+
+    /// The `topic` of events for this destination.
+    fn destination(&self) -> String;
+
+    /// A publisher that reaches the destination.
+    fn publisher(&self) -> Box<dyn Publisher>;
+
+    /// A publisher whose broker (or writer) cannot be reached.
+    fn unreachable() -> Box<dyn Publisher>;
+
+    /// Whether `recover()` checks the broker (stdout has none to check).
+    const RECOVER_CHECKS: bool;
+
+    /// Read `count` messages back, in arrival order.
+    async fn read(&self, count: usize) -> Vec<Delivered<Self::Raw>>;
+
+    /// Check what only this transport carries, for the whole batch.
+    fn check_transport(delivered: &[Delivered<Self::Raw>], events: &[&OutboundEvent]);
+
+    /// Remove the destination.
+    async fn remove(self);
+}
+
+/// Event `sequence` of `aggregate_id` for `topic`, with trace context on
+/// some events and a custom header on all.
+pub(crate) fn event(topic: &str, aggregate_id: &str, sequence: usize) -> OutboundEvent {
+    let mut headers = BTreeMap::new();
+    if sequence.is_multiple_of(2) {
+        headers.insert(
+            "traceparent".to_owned(),
+            format!("00-{:032x}-{:016x}-01", sequence + 1, sequence + 1),
+        );
+    }
+    if sequence.is_multiple_of(4) {
+        headers.insert("tracestate".to_owned(), format!("vendor=v{sequence}"));
+    }
+    headers.insert("tenant".to_owned(), "acme".to_owned());
+    OutboundEvent {
+        id: i64::try_from(sequence).expect("small sequence") + 1,
+        event_id: Uuid::now_v7(),
+        event_type: if sequence.is_multiple_of(3) {
+            "order.created".to_owned()
+        } else {
+            "order.updated".to_owned()
+        },
+        event_version: 3,
+        source: "/orders".to_owned(),
+        aggregate_type: "order".to_owned(),
+        aggregate_id: aggregate_id.to_owned(),
+        topic: topic.to_owned(),
+        payload: format!(r#"{{"aggregate":"{aggregate_id}","sequence":{sequence}}}"#),
+        headers,
+        created_at: Utc::now().trunc_subsecs(6),
+        attempts: 0,
+        replay: false,
+    }
+}
+
+/// The attributes `event` must arrive with (`time` is checked apart).
+fn expected_attributes(event: &OutboundEvent) -> BTreeMap<String, String> {
+    let mut expected = BTreeMap::from([
+        ("specversion", "1.0".to_owned()),
+        ("id", event.event_id.to_string()),
+        ("source", event.source.clone()),
+        ("type", event.event_type.clone()),
+        ("datacontenttype", "application/json".to_owned()),
+        ("aggregatetype", event.aggregate_type.clone()),
+        ("eventversion", event.event_version.to_string()),
+        ("partitionkey", event.aggregate_id.clone()),
+        ("tenant", "acme".to_owned()),
+    ]);
+    for trace in ["traceparent", "tracestate"] {
+        if let Some(value) = event.headers.get(trace) {
+            expected.insert(trace, value.clone());
+        }
+    }
+    expected
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect()
+}
+
+/// 300 events over 30 aggregates, interleaved as a relay batch is: every
+/// event acknowledged, each arrives once with every CloudEvents attribute,
+/// and each aggregate's events arrive in publication order.
+async fn a_batch_arrives_with_every_attribute_in_aggregate_order<T: Target>() {
+    let target = T::new().await;
+    let publisher = target.publisher();
+    let events: Vec<OutboundEvent> = (0..300)
+        .map(|sequence| {
+            event(
+                &target.destination(),
+                &format!("order-{}", sequence % 30),
+                sequence,
+            )
+        })
+        .collect();
+    let outcomes = publisher.publish(&events).await;
+    assert_eq!(outcomes.len(), events.len());
+    for (outcome, event) in outcomes.iter().zip(&events) {
+        assert_eq!(outcome, &Ok(()), "event {} failed", event.event_id);
+    }
+    assert!(publisher.is_connected(), "connected after a publish");
+
+    let delivered = target.read(events.len()).await;
+    let by_id: HashMap<String, &OutboundEvent> = events
+        .iter()
+        .map(|event| (event.event_id.to_string(), event))
+        .collect();
+    let mut seen = HashSet::new();
+    let mut last_sequence: HashMap<String, u64> = HashMap::new();
+    let mut matched = Vec::with_capacity(delivered.len());
+    for message in &delivered {
+        let id = message.attributes.get("id").expect("id attribute");
+        let event = by_id.get(id.as_str()).expect("the id of a published event");
+        assert!(seen.insert(id.clone()), "{id} arrived twice");
+        let mut attributes = message.attributes.clone();
+        let time = attributes.remove("time").expect("time attribute");
+        let parsed = chrono::DateTime::parse_from_rfc3339(&time)
+            .expect("time is RFC 3339")
+            .to_utc();
+        assert_eq!(parsed, event.created_at, "time = created_at");
+        assert_eq!(attributes, expected_attributes(event), "attributes of {id}");
+        let payload: serde_json::Value =
+            serde_json::from_str(&event.payload).expect("payload is JSON");
+        assert_eq!(message.data, payload, "data = payload");
+        let sequence = payload["sequence"].as_u64().expect("sequence");
+        if let Some(previous) = last_sequence.insert(event.aggregate_id.clone(), sequence) {
+            assert!(
+                previous < sequence,
+                "{}: {sequence} arrived after {previous}",
+                event.aggregate_id
+            );
+        }
+        matched.push(*event);
+    }
+    assert_eq!(seen.len(), events.len(), "every event arrived");
+    T::check_transport(&delivered, &matched);
+    target.remove().await;
+}
+
+/// Every event of a batch to an unreachable broker (or a failing writer)
+/// is unavailable, never rejected, and the publisher says it is not
+/// connected; a failure message never shows a password.
+async fn an_unreachable_broker_makes_every_event_unavailable<T: Target>() {
+    let publisher = T::unreachable();
+    let events = vec![event("orders", "order-1", 0), event("orders", "order-2", 1)];
+    let outcomes = publisher.publish(&events).await;
+    assert_eq!(outcomes.len(), events.len());
+    for outcome in &outcomes {
+        match outcome {
+            Err(PublishFailure::Unavailable(message)) => {
+                assert!(
+                    !message.contains("guest:guest"),
+                    "password shown: {message}"
+                );
+            }
+            other => panic!("expected Unavailable, got {other:?}"),
+        }
+    }
+    assert!(!publisher.is_connected());
+}
+
+/// `recover()` succeeds on a reachable broker, after which the publisher
+/// still delivers; on an unreachable one it fails as unavailable.
+async fn recover_succeeds_only_where_the_broker_answers<T: Target>() {
+    let target = T::new().await;
+    let publisher = target.publisher();
+    publisher.recover().await.expect("recover on a live broker");
+    let events = vec![event(&target.destination(), "order-1", 0)];
+    assert_eq!(publisher.publish(&events).await, vec![Ok(())]);
+    let delivered = target.read(1).await;
+    assert_eq!(
+        delivered[0].attributes.get("id"),
+        Some(&events[0].event_id.to_string())
+    );
+    let unreachable = T::unreachable();
+    let recovered = unreachable.recover().await;
+    if T::RECOVER_CHECKS {
+        assert!(
+            matches!(recovered, Err(PublishFailure::Unavailable(_))),
+            "recover must fail on an unreachable broker: {recovered:?}"
+        );
+    } else {
+        assert_eq!(recovered, Ok(()), "nothing to check, nothing to fail");
+    }
+    target.remove().await;
+}
+
+/// One `#[tokio::test]` per shared case for the publisher of `$target`.
+macro_rules! shared_cases {
+    ($module:ident, $target:ty) => {
+        mod $module {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_batch_arrives_with_every_attribute_in_aggregate_order() {
+                super::a_batch_arrives_with_every_attribute_in_aggregate_order::<$target>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn an_unreachable_broker_makes_every_event_unavailable() {
+                super::an_unreachable_broker_makes_every_event_unavailable::<$target>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn recover_succeeds_only_where_the_broker_answers() {
+                super::recover_succeeds_only_where_the_broker_answers::<$target>().await;
+            }
+        }
+    };
+}
+
+shared_cases!(kafka_publisher, crate::kafka::KafkaTarget);
+shared_cases!(rabbitmq_publisher, crate::rabbitmq::RabbitMqTarget);
+shared_cases!(stdout_publisher, crate::stdout::StdoutTarget);

@@ -1,5 +1,0 @@
-//! Support shared by the end-to-end trace tests.
-
-#![allow(dead_code)]
-
-pub mod trace;
