@@ -6,11 +6,7 @@ mod support;
 
 use std::time::{Duration, SystemTime};
 
-use outbox_testkit::{TestBackend, TestDatabase};
-use support::brokers::{
-    Collected, amqp_url, kafka_brokers, kafka_topic_consumer, rabbitmq_exchange_consumer,
-    unique_name,
-};
+use outbox_testkit::{Collected, TestBackend, TestDatabase, kafka, rabbitmq, unique_name};
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use support::workload::{ShipmentMoved, check_delivery};
 
@@ -33,15 +29,15 @@ enum Broker {
 impl Broker {
     async fn consume(&self, target: &str) -> Collected {
         match self {
-            Broker::Kafka => kafka_topic_consumer(target, 3).await,
-            Broker::RabbitMq => rabbitmq_exchange_consumer(target).await,
+            Broker::Kafka => kafka::topic_consumer(target, 3).await,
+            Broker::RabbitMq => rabbitmq::exchange_consumer(target).await,
         }
     }
 
     fn url(&self) -> String {
         match self {
-            Broker::Kafka => format!("kafka://{}", kafka_brokers()),
-            Broker::RabbitMq => amqp_url(),
+            Broker::Kafka => format!("kafka://{}", kafka::brokers()),
+            Broker::RabbitMq => rabbitmq::amqp_url(),
         }
     }
 }
