@@ -102,41 +102,7 @@ impl Dispatcher {
             self.note_commit_order(&wave);
             let events: Vec<_> = wave.iter().map(|claimed| claimed.event.clone()).collect();
             let results = self.publisher.publish(&events).await;
-            let acknowledged_at = chrono::Utc::now();
-            let mut wave_unavailable = 0;
-            for (claimed, result) in wave.into_iter().zip(results) {
-                match result {
-                    Ok(()) => {
-                        self.metrics.record_published(&claimed.event.topic, 1);
-                        self.metrics
-                            .observe_commit_to_ack(claimed.event.created_at, acknowledged_at);
-                        let published_id = claimed.event.id;
-                        let highest = self
-                            .last_published
-                            .entry(aggregate_key(&claimed))
-                            .or_insert(published_id);
-                        *highest = (*highest).max(published_id);
-                        outcome.published.push(published_id);
-                    }
-                    Err(failure) => {
-                        self.metrics.record_failed(&claimed.event.topic);
-                        outcome.blocked.insert(aggregate_key(&claimed));
-                        match failure {
-                            PublishFailure::Unavailable(message) => {
-                                wave_unavailable += 1;
-                                if outcome.first_unavailable.is_none() {
-                                    outcome.first_unavailable = Some(message.clone());
-                                }
-                                tracing::debug!(event_id = %claimed.event.event_id, error = %message, "broker unavailable");
-                            }
-                            PublishFailure::Rejected(message) => {
-                                outcome.rejected.push((claimed, message))
-                            }
-                        }
-                    }
-                }
-            }
-            outcome.unavailable += wave_unavailable;
+            let wave_unavailable = self.account_for_wave(wave, results, &mut outcome);
             if wave_unavailable > 0 && outcome.published.is_empty() && outcome.rejected.is_empty() {
                 block_unsent(&mut outcome.blocked, &[], waves);
                 break;
@@ -159,6 +125,47 @@ impl Dispatcher {
             "batch published"
         );
         outcome
+    }
+}
+
+impl Dispatcher {
+    /// Count and sort what the broker answered for each event of a wave;
+    /// returns how many events it could not take.
+    fn account_for_wave(
+        &mut self,
+        wave: Vec<ClaimedEvent>,
+        results: Vec<Result<(), PublishFailure>>,
+        outcome: &mut BatchOutcome,
+    ) -> usize {
+        let acknowledged_at = chrono::Utc::now();
+        let mut unavailable = 0;
+        for (claimed, result) in wave.into_iter().zip(results) {
+            let Err(failure) = result else {
+                self.metrics.record_published(&claimed.event.topic, 1);
+                self.metrics
+                    .observe_commit_to_ack(claimed.event.created_at, acknowledged_at);
+                let published_id = claimed.event.id;
+                let highest = self
+                    .last_published
+                    .entry(aggregate_key(&claimed))
+                    .or_insert(published_id);
+                *highest = (*highest).max(published_id);
+                outcome.published.push(published_id);
+                continue;
+            };
+            self.metrics.record_failed(&claimed.event.topic);
+            outcome.blocked.insert(aggregate_key(&claimed));
+            match failure {
+                PublishFailure::Unavailable(message) => {
+                    unavailable += 1;
+                    tracing::debug!(event_id = %claimed.event.event_id, error = %message, "broker unavailable");
+                    outcome.first_unavailable.get_or_insert(message);
+                }
+                PublishFailure::Rejected(message) => outcome.rejected.push((claimed, message)),
+            }
+        }
+        outcome.unavailable += unavailable;
+        unavailable
     }
 }
 
