@@ -47,6 +47,10 @@ use outbox_testkit::{TestBackend, TestDatabase};
 use sqlx::{MySql, Pool, Postgres, Sqlite, Transaction};
 use uuid::Uuid;
 
+mod settings;
+
+use settings::Settings;
+
 /// Accounts the events are spread over.
 const ACCOUNTS: i64 = 1000;
 /// The inbox's consumer name.
@@ -54,62 +58,6 @@ const CONSUMER: &str = "ledger";
 /// Slices of the events that the runs with and without the inbox take
 /// turns on.
 const ROUNDS: usize = 5;
-
-// ---------------------------------------------------------------------------
-// Settings
-
-#[derive(Debug, Clone)]
-struct Settings {
-    events: usize,
-    workers: Vec<usize>,
-    only: Option<Vec<String>>,
-}
-
-impl Settings {
-    fn load() -> Settings {
-        let args: Vec<String> = std::env::args().skip(1).collect();
-        let lookup = |flag: &str, env: &str| -> Option<String> {
-            args.iter()
-                .position(|arg| arg == flag)
-                .and_then(|index| args.get(index + 1).cloned())
-                .or_else(|| std::env::var(env).ok())
-                .filter(|value| !value.trim().is_empty())
-        };
-        let list = |text: String| -> Vec<String> {
-            text.split(',')
-                .map(|item| item.trim().to_ascii_lowercase())
-                .filter(|item| !item.is_empty())
-                .collect()
-        };
-        let events = lookup("--events", "OUTBOX_BENCH_EVENTS").map_or(20_000, |text| {
-            text.trim()
-                .replace('_', "")
-                .parse()
-                .unwrap_or_else(|_| panic!("--events / OUTBOX_BENCH_EVENTS: not a number: {text}"))
-        });
-        let workers = lookup("--workers", "OUTBOX_BENCH_WORKERS")
-            .map_or_else(|| vec!["1".to_owned(), "8".to_owned()], list)
-            .iter()
-            .map(|count| {
-                count
-                    .parse::<usize>()
-                    .unwrap_or_else(|_| panic!("bad worker count {count}"))
-                    .max(1)
-            })
-            .collect();
-        Settings {
-            events: events.max(1),
-            workers,
-            only: lookup("--only", "OUTBOX_BENCH_ONLY").map(list),
-        }
-    }
-
-    fn runs(&self, backend: &str) -> bool {
-        self.only
-            .as_ref()
-            .is_none_or(|only| only.iter().any(|name| name == backend))
-    }
-}
 
 // ---------------------------------------------------------------------------
 // The business write, per backend
