@@ -48,9 +48,11 @@ impl Fixture {
         channel
             .queue_declare(
                 queue.as_str().into(),
+                // Exclusive: removed when the fixture's connection closes.
+                // Not auto-delete: a finished consumer must not take the
+                // queue with it while the test still publishes to it.
                 QueueDeclareOptions {
                     exclusive: true,
-                    auto_delete: true,
                     ..QueueDeclareOptions::default()
                 },
                 FieldTable::default(),
