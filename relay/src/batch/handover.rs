@@ -25,7 +25,7 @@ impl Dispatcher {
         match self.next_stall_check {
             Some(due) if now < due => false,
             _ => {
-                self.next_stall_check = Some(now + self.settings.handover_after);
+                self.next_stall_check = Some(now + self.health.handover_after());
                 true
             }
         }

@@ -54,7 +54,8 @@ pub struct DispatchSettings {
     pub poll_interval_max: Duration,
     /// How long every publish may fail with the broker unavailable before
     /// the broker client is rebuilt and the partitions are handed to other
-    /// live relays.
+    /// live relays: the bound of the relay's default [`PublishHealth`]; the
+    /// loop reads it from the health it reports to.
     pub handover_after: Duration,
 }
 
