@@ -119,10 +119,6 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
         enqueued.extend(writer.await.expect("writer"));
     }
     assert_eq!(enqueued.len() as u64, WRITERS * EVENTS_PER_WRITER);
-    assert!(
-        published().await < enqueued.len() as i64,
-        "the kills must land while events are still to be published"
-    );
 
     let mut relay = RelayProcess::spawn(db.url(), &broker.url(), FAST_CONFIG);
     let drained = wait_until(Duration::from_secs(120), || async {
