@@ -127,6 +127,31 @@ pg_ensure_db() {
     fi
 }
 
+# The logical-decoding source reads the WAL through a replication slot:
+# PostgreSQL must run with wal_level = logical, which takes a restart.
+pg_ensure_logical_wal() {
+    have psql || die "PostgreSQL: psql is needed to check wal_level"
+    local level version
+    level=$(psql -h 127.0.0.1 -U postgres -d postgres -tAqc 'show wal_level') ||
+        die "PostgreSQL: cannot read wal_level as user postgres"
+    [[ $level == logical ]] && return 0
+    log "PostgreSQL: wal_level is $level; setting it to logical and restarting the cluster"
+    psql -h 127.0.0.1 -U postgres -d postgres -qc "alter system set wal_level = logical" >/dev/null ||
+        die "PostgreSQL: cannot set wal_level (ALTER SYSTEM needs a superuser)"
+    # shellcheck disable=SC2012 # version directories: plain names
+    version=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1)
+    [[ -n $version ]] || die "PostgreSQL: no cluster under /etc/postgresql to restart"
+    pg_ctlcluster --skip-systemctl-redirect "$version" main restart ||
+        die "PostgreSQL: restart for wal_level = logical failed"
+    local deadline=$((SECONDS + SERVICE_TIMEOUT))
+    until pg_check; do
+        ((SECONDS < deadline)) || die "PostgreSQL did not answer within ${SERVICE_TIMEOUT}s after the restart"
+        sleep 1
+    done
+    level=$(psql -h 127.0.0.1 -U postgres -d postgres -tAqc 'show wal_level')
+    [[ $level == logical ]] || die "PostgreSQL: wal_level is still $level after the restart"
+}
+
 # --- MariaDB ----------------------------------------------------------------
 mariadb_client() {
     if have mariadb; then mariadb "$@"; else mysql "$@"; fi
@@ -294,6 +319,7 @@ ensure_services() {
     ensure_service PostgreSQL pg_check pg_start \
         "Start: pg_ctlcluster --skip-systemctl-redirect \$(ls /etc/postgresql) main start"
     pg_ensure_db
+    pg_ensure_logical_wal
     ensure_service MariaDB mariadb_check mariadb_start \
         "Start: start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd"
     mariadb_ensure_db
