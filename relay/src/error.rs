@@ -76,6 +76,11 @@ pub enum Error {
         reason: String,
     },
 
+    /// The logical source cannot run here: the database, its settings or
+    /// the role refuse logical decoding, or the replication stream failed.
+    #[error("{0}")]
+    Logical(String),
+
     /// The relay did not stop cleanly.
     #[error("{0}")]
     Shutdown(String),

@@ -11,6 +11,7 @@ pub mod database_url;
 mod error;
 pub mod http;
 mod leases;
+pub mod logical;
 mod metrics;
 mod outbound;
 pub mod publish;

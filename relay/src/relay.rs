@@ -43,6 +43,9 @@ pub struct Relay {
     health: Arc<PublishHealth>,
     /// Where committed events come from; the store unless replaced.
     events: Arc<dyn EventSource>,
+    /// Whose leases the batch loop works under; the store's partition
+    /// leases unless replaced.
+    leases: Arc<dyn LeaseStore>,
 }
 
 impl Relay {
@@ -55,6 +58,7 @@ impl Relay {
         let health = Arc::new(PublishHealth::new(settings.dispatch.handover_after));
         Relay {
             events: store.clone() as Arc<dyn EventSource>,
+            leases: store.clone() as Arc<dyn LeaseStore>,
             store,
             publisher,
             settings,
@@ -68,6 +72,15 @@ impl Relay {
     /// table; leases, retention and operator reads still use the store.
     pub fn with_event_source(mut self, events: Arc<dyn EventSource>) -> Self {
         self.events = events;
+        self
+    }
+
+    /// Work under the leases of `leases` instead of the store's partition
+    /// leases: a source with its own unit of work (one replication stream)
+    /// leases that unit, and [`LeaseStore::partition_count`] says how many
+    /// units there are. Pair it with [`Relay::with_event_source`].
+    pub fn with_lease_store(mut self, leases: Arc<dyn LeaseStore>) -> Self {
+        self.leases = leases;
         self
     }
 
@@ -107,7 +120,7 @@ impl Relay {
     /// # Errors
     /// Only when the relay cannot start (the partition table is unreadable).
     pub async fn run(self, stop: CancellationToken) -> Result<DispatchTotals, Error> {
-        let partition_count = self.store.partition_count().await?;
+        let partition_count = self.leases.partition_count().await?;
         if partition_count < 1 {
             return Err(Error::NotFound(
                 "outbox_partitions is empty: run `outbox-relay migrate` on this database"
@@ -115,7 +128,7 @@ impl Relay {
             ));
         }
         let keeper = Arc::new(LeaseKeeper::new(
-            self.store.clone() as Arc<dyn LeaseStore>,
+            Arc::clone(&self.leases),
             self.settings.relay_id.clone(),
             self.settings.lease_duration,
             partition_count,

@@ -107,6 +107,8 @@ fn drop_server_database(admin_url: &str, name: &str, kind: ServerKind) {
     let outcome: Result<(), sqlx::Error> = runtime.block_on(async {
         match kind {
             ServerKind::Postgres => {
+                // A database with a replication slot cannot be dropped.
+                crate::slots::drop_slots(admin_url, None, Some(name)).await?;
                 let mut admin = PgConnection::connect(admin_url).await?;
                 let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
                 sqlx::query(AssertSqlSafe(sql)).execute(&mut admin).await?;

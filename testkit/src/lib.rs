@@ -16,6 +16,10 @@
 //! `OUTBOX_TEST_KAFKA_BROKERS` and `OUTBOX_TEST_AMQP_URL`, defaulting to the
 //! loopback services that `scripts/test.sh` starts.
 //!
+//! [`ReplicationSlotGuard`] drops a replication slot a test made, even when
+//! the test fails; a PostgreSQL test database drops its slots before it is
+//! dropped itself.
+//!
 //! [`TcpProxy`] stands between the code under test and a server, so a test
 //! can cut that code off its database or broker (and let it back) while the
 //! shared server keeps running for every other test.
@@ -28,12 +32,14 @@ mod query;
 pub mod rabbitmq;
 mod received;
 mod services;
+mod slots;
 
 pub use database::{TestDatabase, mysql, postgres, sqlite, sqlite_unopened};
 pub use proxy::TcpProxy;
 pub use query::TestBackend;
 pub use received::{Collected, Received};
 pub use services::unique_name;
+pub use slots::{ReplicationSlotGuard, unique_slot_name};
 
 /// A deterministic shuffle (xorshift) of `items`, so that a failure can be
 /// replayed with the same `seed`.

@@ -1,0 +1,60 @@
+//! The logical source: committed `outbox_events` inserts read from
+//! PostgreSQL's WAL through a replication slot (pgoutput, a publication of
+//! inserts of `outbox_events` only), instead of polling the table.
+//!
+//! - `slot.rs`: start-up checks, the slot and publication, their status.
+//! - `stream.rs`: the replication connection, one session at a time.
+//! - `pgoutput.rs`: pgoutput messages decoded into events.
+//! - `acknowledgements.rs`: which position may be confirmed to the server.
+//! - `received.rs`: streamed events not yet settled, shared by the stream
+//!   and the source.
+//! - `table_path.rs`: the failure path, through the table.
+//! - `source.rs`: [`LogicalSource`], the event source and the stream lease.
+//!
+//! **Acknowledgement.** Happy path: no row is written. An event is settled
+//! when the broker acknowledged it, or when it was durably recorded in the
+//! table (a failure, or a hold behind one). The slot's confirmed position
+//! moves to the end of a transaction only once every event of it and of
+//! every transaction before it is settled; a relay that stops or dies
+//! before that has its unsettled transactions streamed again (at least
+//! once).
+//!
+//! **One stream, standbys.** Every relay competes for the stream's lease
+//! (row `-1` of `outbox_partitions`, with a fencing token); its holder
+//! streams, the others retry every third of `lease_duration` and take over
+//! once the lease expires.
+
+mod acknowledgements;
+mod pgoutput;
+mod received;
+mod slot;
+mod source;
+mod stream;
+mod table_path;
+
+use sqlx::PgPool;
+
+pub use slot::{
+    DEFAULT_SLOT, OUTPUT_PLUGIN, SlotName, SlotStatus, check_prerequisites, check_wal_level,
+    ensure_slot_and_publication, slot_status,
+};
+pub use source::LogicalSource;
+
+use crate::Error;
+
+const ENSURE_STREAM_LEASE: &str = include_str!("sql/ensure_stream_lease.sql");
+const CREATE_TABLE_OWNED_INDEX: &str = include_str!("sql/create_table_owned_index.sql");
+
+/// Check that the database can stream, then create what the logical source
+/// needs when it is missing: the publication, the slot, the stream's lease
+/// row and the index of the failure path. Run on a migrated database.
+///
+/// # Errors
+/// [`Error::Logical`] for a server, role or slot that cannot stream;
+/// [`Error::Database`] when a statement fails.
+pub async fn prepare(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
+    check_prerequisites(pool, slot).await?;
+    sqlx::query(ENSURE_STREAM_LEASE).execute(pool).await?;
+    sqlx::query(CREATE_TABLE_OWNED_INDEX).execute(pool).await?;
+    ensure_slot_and_publication(pool, slot).await
+}

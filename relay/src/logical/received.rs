@@ -1,0 +1,154 @@
+//! [`Received`]: events the stream delivered and the batch loop has not
+//! settled yet, shared by the stream task (which appends whole committed
+//! transactions) and the event source (which hands them out, settles them
+//! and confirms the positions they free).
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+
+use tokio::sync::{Notify, watch};
+
+use super::acknowledgements::{AcknowledgementTracker, WalPosition};
+use crate::store::ClaimedEvent;
+use crate::wakeup::Wakeup;
+
+/// Events held in memory before the stream stops reading: the server keeps
+/// the rest in the slot.
+pub(crate) const MAX_RECEIVED_EVENTS: usize = 50_000;
+
+/// The state of the stream one lease acquisition runs.
+#[derive(Debug, Default)]
+pub(crate) struct ReceivedState {
+    /// Unsettled events in commit order.
+    pub(crate) events: VecDeque<ClaimedEvent>,
+    /// Which positions may be confirmed.
+    pub(crate) tracker: AcknowledgementTracker,
+}
+
+/// Shared between the stream task and the event source.
+#[derive(Debug)]
+pub(crate) struct Received {
+    state: Mutex<ReceivedState>,
+    /// Raised when events arrive.
+    wakeup: Mutex<Option<Wakeup>>,
+    /// The position to confirm to the server, read by the stream task.
+    confirmed: watch::Sender<WalPosition>,
+    /// Raised when events are settled, so a full buffer reads on.
+    room: Notify,
+}
+
+impl Default for Received {
+    fn default() -> Self {
+        Received {
+            state: Mutex::default(),
+            wakeup: Mutex::default(),
+            confirmed: watch::Sender::new(0),
+            room: Notify::new(),
+        }
+    }
+}
+
+impl Received {
+    /// The state, locked.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, ReceivedState> {
+        // Every writer replaces or appends whole values: a panic cannot
+        // leave the state half written.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Start a stream session at the slot's confirmed position: what an
+    /// earlier session received and did not settle is streamed again.
+    pub(crate) fn begin_session(&self, confirmed: WalPosition) {
+        let mut state = self.lock();
+        state.events.clear();
+        state.tracker = AcknowledgementTracker::starting_at(confirmed);
+        self.confirmed.send_replace(confirmed);
+    }
+
+    /// No stream runs any more: forget what it received.
+    pub(crate) fn end_session(&self) {
+        let mut state = self.lock();
+        state.events.clear();
+        state.tracker = AcknowledgementTracker::default();
+        self.room.notify_waiters();
+    }
+
+    /// A committed transaction ending at `end` with `events`.
+    pub(crate) fn push_transaction(&self, end: WalPosition, events: Vec<ClaimedEvent>) {
+        let has_events = !events.is_empty();
+        let moved = {
+            let mut state = self.lock();
+            let moved = state
+                .tracker
+                .record_transaction(end, events.iter().map(|claimed| claimed.event.id));
+            state.events.extend(events);
+            moved
+        };
+        if let Some(position) = moved {
+            self.confirmed.send_replace(position);
+        }
+        if has_events && let Some(wakeup) = self.wakeup_handle() {
+            wakeup.wake();
+        }
+    }
+
+    /// The server reports `position` between transactions.
+    pub(crate) fn observe_idle_position(&self, position: WalPosition) {
+        let moved = self.lock().tracker.observe_idle_position(position);
+        if let Some(position) = moved {
+            self.confirmed.send_replace(position);
+        }
+    }
+
+    /// Settle `ids`; returns how many were unsettled events of the stream.
+    pub(crate) fn settle(&self, ids: &[i64]) -> u64 {
+        let (settled, moved) = {
+            let mut state = self.lock();
+            let (settled, moved) = state.tracker.settle(ids);
+            if settled > 0 {
+                let ids: HashSet<i64> = ids.iter().copied().collect();
+                state
+                    .events
+                    .retain(|claimed| !ids.contains(&claimed.event.id));
+            }
+            (settled, moved)
+        };
+        if let Some(position) = moved {
+            self.confirmed.send_replace(position);
+        }
+        self.room.notify_waiters();
+        settled
+    }
+
+    /// Whether the buffer is full.
+    pub(crate) fn is_full(&self) -> bool {
+        self.lock().events.len() >= MAX_RECEIVED_EVENTS
+    }
+
+    /// Wait until events are settled.
+    pub(crate) async fn room_made(&self) {
+        self.room.notified().await;
+    }
+
+    /// Follow the position to confirm.
+    pub(crate) fn confirmed_positions(&self) -> watch::Receiver<WalPosition> {
+        self.confirmed.subscribe()
+    }
+
+    /// Raise `wakeup` whenever events arrive.
+    pub(crate) fn set_wakeup(&self, wakeup: Wakeup) {
+        *self
+            .wakeup
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(wakeup);
+    }
+
+    fn wakeup_handle(&self) -> Option<Wakeup> {
+        self.wakeup
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+}

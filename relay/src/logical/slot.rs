@@ -1,0 +1,239 @@
+//! The replication slot and the publication: start-up checks, creation when
+//! missing, and where the slot stands. Plain SQL on an sqlx pool.
+
+use sqlx::{AssertSqlSafe, PgPool, Row};
+
+use crate::Error;
+
+const WAL_LEVEL: &str = include_str!("sql/wal_level.sql");
+const ROLE_CAN_REPLICATE: &str = include_str!("sql/role_can_replicate.sql");
+const SLOT_PLUGIN: &str = include_str!("sql/slot_plugin.sql");
+const CREATE_SLOT: &str = include_str!("sql/create_slot.sql");
+const PUBLICATION_EXISTS: &str = include_str!("sql/publication_exists.sql");
+const SLOT_STATUS: &str = include_str!("sql/slot_status.sql");
+
+/// The output plugin the stream decodes.
+pub const OUTPUT_PLUGIN: &str = "pgoutput";
+
+/// The default `--slot`.
+pub const DEFAULT_SLOT: &str = "outbox_relay";
+
+/// `CREATE PUBLICATION` for a checked name (see [`SlotName`]): inserts of
+/// `outbox_events` only.
+fn create_publication_statement(publication: &str) -> String {
+    format!(
+        "CREATE PUBLICATION \"{publication}\" FOR TABLE outbox_events WITH (publish = 'insert')"
+    )
+}
+
+/// A replication slot's name, checked: 1 to 63 lowercase letters, digits
+/// and underscores, as PostgreSQL requires. The publication has the same
+/// name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotName(String);
+
+impl SlotName {
+    /// Check `name`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming what is wrong.
+    pub fn parse(name: &str) -> Result<Self, Error> {
+        let valid = !name.is_empty()
+            && name.len() <= 63
+            && name
+                .bytes()
+                .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'_');
+        if valid {
+            Ok(SlotName(name.to_owned()))
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "invalid slot name `{name}`: use 1 to 63 lowercase letters, digits and underscores"
+            )))
+        }
+    }
+
+    /// The slot's name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The publication's name: the slot's.
+    pub fn publication(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for SlotName {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+/// Refuse a server or role that cannot stream, and a slot of the same name
+/// made for another plugin or database. Reads only.
+///
+/// # Errors
+/// [`Error::Logical`], one line naming the setting, attribute or slot.
+pub async fn check_prerequisites(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
+    let wal_level: String = sqlx::query_scalar(WAL_LEVEL).fetch_one(pool).await?;
+    check_wal_level(&wal_level)?;
+    let can_replicate: Option<bool> = sqlx::query_scalar(ROLE_CAN_REPLICATE)
+        .fetch_optional(pool)
+        .await?;
+    if can_replicate != Some(true) {
+        let role: String = sqlx::query_scalar("SELECT current_user::text")
+            .fetch_one(pool)
+            .await?;
+        return Err(Error::Logical(format!(
+            "--source logical needs a role with the REPLICATION attribute; role `{role}` has none \
+             (ALTER ROLE \"{role}\" REPLICATION)"
+        )));
+    }
+    if let Some(row) = sqlx::query(SLOT_PLUGIN)
+        .bind(slot.as_str())
+        .fetch_optional(pool)
+        .await?
+    {
+        let plugin: Option<String> = row.try_get("plugin")?;
+        let database: Option<String> = row.try_get("database")?;
+        let current: String = row.try_get("current_database")?;
+        if plugin.as_deref() != Some(OUTPUT_PLUGIN) {
+            return Err(Error::Logical(format!(
+                "replication slot `{slot}` exists with output plugin `{}`, not `{OUTPUT_PLUGIN}`; \
+                 drop it or choose another --slot",
+                plugin.unwrap_or_else(|| "none (a physical slot)".to_owned())
+            )));
+        }
+        if database.as_deref() != Some(current.as_str()) {
+            return Err(Error::Logical(format!(
+                "replication slot `{slot}` belongs to database `{}`, not `{current}`; choose another --slot",
+                database.unwrap_or_default()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuse a `wal_level` other than `logical`.
+///
+/// # Errors
+/// [`Error::Logical`] naming the setting and its value.
+pub fn check_wal_level(wal_level: &str) -> Result<(), Error> {
+    if wal_level == "logical" {
+        return Ok(());
+    }
+    Err(Error::Logical(format!(
+        "--source logical needs wal_level = logical; this server has wal_level = {wal_level} \
+         (set it and restart PostgreSQL)"
+    )))
+}
+
+/// Create the publication and the slot when they are missing. Safe to run
+/// from several relays at once.
+///
+/// # Errors
+/// [`Error::Database`] when a statement fails for another reason than a
+/// concurrent creation.
+pub async fn ensure_slot_and_publication(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
+    let publications: i64 = sqlx::query_scalar(PUBLICATION_EXISTS)
+        .bind(slot.publication())
+        .fetch_one(pool)
+        .await?;
+    if publications == 0 {
+        let created = sqlx::query(AssertSqlSafe(create_publication_statement(
+            slot.publication(),
+        )))
+        .execute(pool)
+        .await;
+        match created {
+            Ok(_) => tracing::info!(publication = slot.publication(), "publication created"),
+            Err(error) if is_concurrent_creation(&error) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    let exists = sqlx::query(SLOT_PLUGIN)
+        .bind(slot.as_str())
+        .fetch_optional(pool)
+        .await?
+        .is_some();
+    if !exists {
+        let created: Result<String, sqlx::Error> = sqlx::query_scalar(CREATE_SLOT)
+            .bind(slot.as_str())
+            .fetch_one(pool)
+            .await;
+        match created {
+            Ok(lsn) => tracing::info!(slot = %slot, lsn, "replication slot created"),
+            Err(error) if is_concurrent_creation(&error) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(())
+}
+
+/// A unique violation or duplicate object: another relay created it first.
+fn is_concurrent_creation(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|database| database.code())
+        .is_some_and(|code| code == "23505" || code == "42710")
+}
+
+/// Where the slot stands, for `status` and `/metrics`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SlotStatus {
+    /// The slot's name.
+    pub slot: String,
+    /// The position acknowledged to the server (`confirmed_flush_lsn`).
+    pub confirmed_flush_lsn: Option<String>,
+    /// WAL written after the confirmed position, in bytes.
+    pub lag_bytes: i64,
+    /// WAL the slot keeps on disk, in bytes.
+    pub retained_wal_bytes: i64,
+    /// Whether a relay streams from the slot now.
+    pub active: bool,
+    /// `reserved`, `extended`, `unreserved` or `lost` (the slot is
+    /// invalidated and must be recreated).
+    pub wal_status: String,
+}
+
+/// The slot's position and lag; `None` when the slot does not exist.
+///
+/// # Errors
+/// [`Error::Database`] when the statement fails.
+pub async fn slot_status(pool: &PgPool, slot: &SlotName) -> Result<Option<SlotStatus>, Error> {
+    let Some(row) = sqlx::query(SLOT_STATUS)
+        .bind(slot.as_str())
+        .fetch_optional(pool)
+        .await?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(SlotStatus {
+        slot: slot.as_str().to_owned(),
+        confirmed_flush_lsn: row.try_get("confirmed_flush_lsn")?,
+        lag_bytes: row.try_get("lag_bytes")?,
+        retained_wal_bytes: row.try_get("retained_bytes")?,
+        active: row.try_get("active")?,
+        wal_status: row.try_get("wal_status")?,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wal_level_other_than_logical_is_refused_by_name_and_value() {
+        let message = check_wal_level("replica").expect_err("refused").to_string();
+        assert!(message.contains("wal_level = replica"), "{message}");
+        assert!(check_wal_level("logical").is_ok());
+    }
+
+    #[test]
+    fn slot_names_follow_postgresql_rules() {
+        assert!(SlotName::parse("outbox_relay_2").is_ok());
+        for bad in ["", "Outbox", "a-b", "a;drop", &"a".repeat(64)] {
+            assert!(SlotName::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! [`LogicalSource`]: the [`EventSource`] that reads committed events from
+//! the replication stream, and the [`LeaseStore`] of the stream's lease.
+//!
+//! The batch loop sees one pseudo-partition (number 0): holding it means
+//! holding the stream's lease, a dedicated row of the lease table with its
+//! fencing token. Acquiring it starts the stream; losing or releasing it
+//! stops the stream before anything else, so that the next holder can open
+//! the slot (PostgreSQL allows one streaming connection per slot).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use sqlx::PgPool;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::pgoutput::STREAM_PARTITION;
+use super::received::Received;
+use super::slot::SlotName;
+use super::stream::{StreamTarget, stream_while_leased};
+use super::table_path::{self, Writer};
+use crate::Error;
+use crate::batch::waves::aggregate_key;
+use crate::store::{ClaimedEvent, EventSource, FailedAttempt, Lease, LeaseStore, PostgresStore};
+use crate::wakeup::Wakeup;
+
+const ACQUIRE_STREAM_LEASE: &str = include_str!("sql/acquire_stream_lease.sql");
+const RENEW_STREAM_LEASE: &str = include_str!("sql/renew_stream_lease.sql");
+const RELEASE_STREAM_LEASE: &str = include_str!("sql/release_stream_lease.sql");
+
+/// The stream running under one lease acquisition.
+struct RunningStream {
+    lease_token: i64,
+    relay_id: String,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// Committed events from logical decoding of `outbox_events` inserts.
+pub struct LogicalSource {
+    store: Arc<PostgresStore>,
+    slot: SlotName,
+    target: StreamTarget,
+    received: Arc<Received>,
+    running: tokio::sync::Mutex<Option<RunningStream>>,
+    /// The writer of the running stream, for writes made while fetching.
+    writer: Mutex<Option<(String, i64)>>,
+}
+
+impl LogicalSource {
+    /// A source streaming from `slot` of the database at `database_url`,
+    /// whose other statements run on `store`. Nothing streams until the
+    /// stream's lease is acquired through [`LeaseStore::acquire_leases`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidDatabaseUrl`] when the URL cannot be read.
+    pub fn new(
+        store: Arc<PostgresStore>,
+        database_url: &str,
+        slot: SlotName,
+    ) -> Result<Self, Error> {
+        Ok(LogicalSource {
+            target: StreamTarget::from_url(database_url, &slot)?,
+            store,
+            slot,
+            received: Arc::new(Received::default()),
+            running: tokio::sync::Mutex::new(None),
+            writer: Mutex::new(None),
+        })
+    }
+
+    /// The slot streamed from.
+    pub fn slot(&self) -> &SlotName {
+        &self.slot
+    }
+
+    /// Streamed events neither acknowledged nor recorded as failed.
+    pub fn unsettled_events(&self) -> usize {
+        self.received.lock().tracker.unsettled_events()
+    }
+
+    /// The position this relay last confirmed (0 while it does not stream).
+    pub fn confirmed_position(&self) -> u64 {
+        self.received.lock().tracker.confirmed()
+    }
+
+    fn pool(&self) -> &PgPool {
+        self.store.pool()
+    }
+
+    fn current_writer(&self) -> Option<(String, i64)> {
+        self.writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    fn set_writer(&self, writer: Option<(String, i64)>) {
+        *self
+            .writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = writer;
+    }
+
+    /// Start streaming under `lease_token`.
+    async fn start_stream(&self, relay_id: &str, lease_token: i64) {
+        let mut running = self.running.lock().await;
+        if let Some(previous) = running.take() {
+            stop_stream(previous).await;
+        }
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(stream_while_leased(
+            self.pool().clone(),
+            self.target.clone(),
+            self.slot.clone(),
+            Arc::clone(&self.received),
+            lease_token,
+            stop.clone(),
+        ));
+        self.set_writer(Some((relay_id.to_owned(), lease_token)));
+        *running = Some(RunningStream {
+            lease_token,
+            relay_id: relay_id.to_owned(),
+            stop,
+            task,
+        });
+    }
+
+    /// Stop the stream, if it runs under one of `leases` (all when `None`),
+    /// and wait until its session is closed.
+    async fn stop_stream_of(&self, leases: Option<&[Lease]>) {
+        let mut running = self.running.lock().await;
+        let matches = running.as_ref().is_some_and(|stream| {
+            leases.is_none_or(|leases| {
+                leases
+                    .iter()
+                    .any(|lease| lease.lease_token == stream.lease_token)
+            })
+        });
+        if matches && let Some(stream) = running.take() {
+            self.set_writer(None);
+            tracing::info!(
+                slot = %self.slot,
+                relay_id = %stream.relay_id,
+                lease_token = stream.lease_token,
+                "stopping the replication stream"
+            );
+            stop_stream(stream).await;
+        }
+    }
+
+    /// Whether `leases` hold the running stream's lease.
+    fn holds_stream(&self, leases: &[Lease]) -> Option<(String, i64)> {
+        let (relay_id, token) = self.current_writer()?;
+        leases
+            .iter()
+            .any(|lease| lease.partition_no == STREAM_PARTITION && lease.lease_token == token)
+            .then_some((relay_id, token))
+    }
+
+    /// Stream events to publish, with those of parked aggregates handed to
+    /// the table path.
+    async fn fetch_streamed(
+        &self,
+        parked: &HashSet<crate::batch::waves::AggregateKey>,
+        exclude: &[i64],
+        limit: usize,
+    ) -> Result<Vec<ClaimedEvent>, Error> {
+        let exclude: HashSet<i64> = exclude.iter().copied().collect();
+        let (to_publish, to_hold): (Vec<ClaimedEvent>, Vec<i64>) = {
+            let state = self.received.lock();
+            let mut to_publish = Vec::new();
+            let mut to_hold = Vec::new();
+            for claimed in state.events.iter() {
+                if exclude.contains(&claimed.event.id) {
+                    continue;
+                }
+                if parked.contains(&aggregate_key(claimed)) {
+                    to_hold.push(claimed.event.id);
+                } else if to_publish.len() < limit {
+                    to_publish.push(claimed.clone());
+                }
+                if to_publish.len() >= limit && to_hold.is_empty() {
+                    break;
+                }
+            }
+            (to_publish, to_hold)
+        };
+        if !to_hold.is_empty() {
+            let Some((relay_id, lease_token)) = self.current_writer() else {
+                return Ok(Vec::new());
+            };
+            let writer = Writer {
+                relay_id: &relay_id,
+                lease_token,
+            };
+            let held = table_path::hold_events(self.pool(), writer, &to_hold).await?;
+            tracing::info!(
+                held,
+                "streamed events held behind failed events of their aggregates"
+            );
+            if held == to_hold.len() as u64 {
+                self.received.settle(&to_hold);
+            }
+        }
+        Ok(to_publish)
+    }
+}
+
+async fn stop_stream(stream: RunningStream) {
+    stream.stop.cancel();
+    if let Err(error) = stream.task.await {
+        tracing::error!(%error, "the replication stream task failed");
+    }
+}
+
+impl EventSource for LogicalSource {
+    fn fetch_pending<'a>(
+        &'a self,
+        _partition_count: i32,
+        partitions: &'a [i32],
+        exclude: &'a [i64],
+        hold_dead: bool,
+        limit: i64,
+    ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>> {
+        Box::pin(async move {
+            if !partitions.contains(&STREAM_PARTITION) || self.current_writer().is_none() {
+                return Ok(Vec::new());
+            }
+            let limit_events = usize::try_from(limit).unwrap_or(0);
+            let parked = table_path::parked_aggregates(self.pool(), hold_dead).await?;
+            let mut events = if parked.is_empty() {
+                Vec::new()
+            } else {
+                table_path::fetch_table_owned(self.pool(), hold_dead, limit, exclude).await?
+            };
+            let room = limit_events.saturating_sub(events.len());
+            events.extend(self.fetch_streamed(&parked, exclude, room).await?);
+            Ok(events)
+        })
+    }
+
+    fn mark_published<'a>(
+        &'a self,
+        _relay_id: &'a str,
+        _partition_count: i32,
+        leases: &'a [Lease],
+        ids: &'a [i64],
+    ) -> BoxFuture<'a, Result<u64, Error>> {
+        Box::pin(async move {
+            let Some((relay_id, lease_token)) = self.holds_stream(leases) else {
+                return Ok(0);
+            };
+            let (streamed, table_owned): (Vec<i64>, Vec<i64>) = {
+                let state = self.received.lock();
+                ids.iter().partition(|id| state.tracker.is_unsettled(**id))
+            };
+            let mut marked = self.received.settle(&streamed);
+            if !table_owned.is_empty() {
+                let writer = Writer {
+                    relay_id: &relay_id,
+                    lease_token,
+                };
+                marked += table_path::mark_table_owned_published(self.pool(), writer, &table_owned)
+                    .await?;
+            }
+            Ok(marked)
+        })
+    }
+
+    fn record_failures<'a>(
+        &'a self,
+        _relay_id: &'a str,
+        _partition_count: i32,
+        leases: &'a [Lease],
+        failures: &'a [FailedAttempt],
+    ) -> BoxFuture<'a, Result<u64, Error>> {
+        Box::pin(async move {
+            let Some((relay_id, lease_token)) = self.holds_stream(leases) else {
+                return Ok(0);
+            };
+            let writer = Writer {
+                relay_id: &relay_id,
+                lease_token,
+            };
+            let recorded = table_path::record_failures(self.pool(), writer, failures).await?;
+            // Durably recorded: the stream may move past them.
+            self.received.settle(&recorded);
+            Ok(recorded.len() as u64)
+        })
+    }
+
+    fn watch_commits(&self, wakeup: Wakeup, _stop: CancellationToken) {
+        self.received.set_wakeup(wakeup);
+    }
+}
+
+impl LeaseStore for LogicalSource {
+    fn partition_count(&self) -> BoxFuture<'_, Result<i32, Error>> {
+        Box::pin(std::future::ready(Ok(1)))
+    }
+
+    fn heartbeat<'a>(
+        &'a self,
+        relay_id: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<i64, Error>> {
+        self.store.heartbeat(relay_id, ttl)
+    }
+
+    fn deregister<'a>(&'a self, relay_id: &'a str) -> BoxFuture<'a, Result<(), Error>> {
+        self.store.deregister(relay_id)
+    }
+
+    fn renew_leases<'a>(
+        &'a self,
+        relay_id: &'a str,
+        leases: &'a [Lease],
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Vec<Lease>, Error>> {
+        Box::pin(async move {
+            let mut renewed = Vec::new();
+            for lease in leases
+                .iter()
+                .filter(|lease| lease.partition_no == STREAM_PARTITION)
+            {
+                let token: Option<i64> = sqlx::query_scalar(RENEW_STREAM_LEASE)
+                    .bind(relay_id)
+                    .bind(ttl.as_secs_f64())
+                    .bind(lease.lease_token)
+                    .fetch_optional(self.pool())
+                    .await?;
+                match token {
+                    Some(_) => renewed.push(*lease),
+                    None => self.stop_stream_of(Some(std::slice::from_ref(lease))).await,
+                }
+            }
+            Ok(renewed)
+        })
+    }
+
+    fn acquire_leases<'a>(
+        &'a self,
+        relay_id: &'a str,
+        limit: i64,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Vec<Lease>, Error>> {
+        Box::pin(async move {
+            if limit < 1 {
+                return Ok(Vec::new());
+            }
+            let token: Option<i64> = sqlx::query_scalar(ACQUIRE_STREAM_LEASE)
+                .bind(relay_id)
+                .bind(ttl.as_secs_f64())
+                .fetch_optional(self.pool())
+                .await?;
+            let Some(lease_token) = token else {
+                return Ok(Vec::new());
+            };
+            tracing::info!(slot = %self.slot, lease_token, "acquired the stream lease");
+            self.start_stream(relay_id, lease_token).await;
+            Ok(vec![Lease {
+                partition_no: STREAM_PARTITION,
+                lease_token,
+            }])
+        })
+    }
+
+    fn release_leases<'a>(
+        &'a self,
+        relay_id: &'a str,
+        leases: &'a [Lease],
+    ) -> BoxFuture<'a, Result<u64, Error>> {
+        Box::pin(async move {
+            self.stop_stream_of(Some(leases)).await;
+            let mut released = 0;
+            for lease in leases
+                .iter()
+                .filter(|lease| lease.partition_no == STREAM_PARTITION)
+            {
+                released += sqlx::query(RELEASE_STREAM_LEASE)
+                    .bind(relay_id)
+                    .bind(lease.lease_token)
+                    .execute(self.pool())
+                    .await?
+                    .rows_affected();
+            }
+            Ok(released)
+        })
+    }
+}

@@ -1,0 +1,273 @@
+//! The replication stream: one `START_REPLICATION` session on the slot at a
+//! time, while this relay holds the stream's lease, reconnecting after
+//! errors. It appends each committed transaction's events to [`Received`]
+//! and reports the position [`Received`] says may be confirmed.
+//!
+//! pgoutput runs in protocol version 1: the server sends a transaction only
+//! once it has committed, so no uncommitted event is ever published.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pgwire_replication::{
+    Lsn, ReplicationClient, ReplicationConfig, ReplicationEvent, SslMode, TlsConfig,
+};
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use super::pgoutput::{Change, PgOutputDecoder};
+use super::received::Received;
+use super::slot::SlotName;
+use crate::Error;
+use crate::store::ClaimedEvent;
+
+/// How often the stream tells the server its confirmed position (and how
+/// long it waits at most for data before it does).
+const STATUS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The longest pause between two attempts to open the stream.
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
+
+const SLOT_CONFIRMED_POSITION: &str = include_str!("sql/slot_confirmed_position.sql");
+
+/// The session settings the stream's values are decoded with.
+const SESSION_OPTIONS: &str = "-c datestyle=ISO -c timezone=UTC -c extra_float_digits=3";
+
+/// How to reach the server for replication, from the database URL.
+#[derive(Clone)]
+pub(crate) struct StreamTarget {
+    config: ReplicationConfig,
+}
+
+impl std::fmt::Debug for StreamTarget {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("StreamTarget")
+            .field("connection", &self.config.display_connection())
+            .finish()
+    }
+}
+
+impl StreamTarget {
+    /// Read host, port, user, password, database and `sslmode` from a
+    /// `postgres://` URL (`PGPASSWORD` when the URL has no password).
+    ///
+    /// # Errors
+    /// [`Error::InvalidDatabaseUrl`] when the URL cannot be read.
+    pub(crate) fn from_url(database_url: &str, slot: &SlotName) -> Result<Self, Error> {
+        let invalid = |reason: String| Error::InvalidDatabaseUrl {
+            url: crate::database_url::mask_password(database_url),
+            reason,
+        };
+        let url = url::Url::parse(database_url).map_err(|error| invalid(error.to_string()))?;
+        let decode = |text: &str| {
+            percent_decode(text).map_err(|()| invalid("invalid percent-encoding".to_owned()))
+        };
+        let host = url.host_str().unwrap_or("localhost").to_owned();
+        let user = match url.username() {
+            "" => std::env::var("PGUSER").unwrap_or_else(|_| "postgres".to_owned()),
+            name => decode(name)?,
+        };
+        let password = match url.password() {
+            Some(password) => decode(password)?,
+            None => std::env::var("PGPASSWORD").unwrap_or_default(),
+        };
+        let database = match url.path().trim_start_matches('/') {
+            "" => user.clone(),
+            name => decode(name)?,
+        };
+        let mut tls = TlsConfig::disabled();
+        let mut root_certificate = None;
+        for (key, value) in url.query_pairs() {
+            match key.as_ref() {
+                "sslrootcert" => root_certificate = Some(std::path::PathBuf::from(value.as_ref())),
+                "sslmode" => {
+                    tls.mode = match value.as_ref() {
+                        "require" => SslMode::Require,
+                        "verify-ca" => SslMode::VerifyCa,
+                        "verify-full" => SslMode::VerifyFull,
+                        // `prefer` and `allow` stream without TLS.
+                        _ => SslMode::Disable,
+                    }
+                }
+                _ => {}
+            }
+        }
+        tls.ca_pem_path = root_certificate;
+        let config = ReplicationConfig::new(
+            host,
+            user,
+            password,
+            database,
+            slot.as_str(),
+            slot.publication(),
+        )
+        .with_port(url.port().unwrap_or(5432))
+        .with_tls(tls)
+        .with_status_interval(STATUS_INTERVAL)
+        .with_wakeup_interval(STATUS_INTERVAL)
+        .with_options(SESSION_OPTIONS)
+        .with_application_name("outbox-relay");
+        Ok(StreamTarget { config })
+    }
+}
+
+fn percent_decode(text: &str) -> Result<String, ()> {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        if bytes[index] == b'%' {
+            let hex = text.get(index + 1..index + 3).ok_or(())?;
+            decoded.push(u8::from_str_radix(hex, 16).map_err(|_| ())?);
+            index += 3;
+        } else {
+            decoded.push(bytes[index]);
+            index += 1;
+        }
+    }
+    String::from_utf8(decoded).map_err(|_| ())
+}
+
+/// Stream under the lease of `lease_token` until `stop`: open a session at
+/// the slot's confirmed position, and after an error open another.
+pub(crate) async fn stream_while_leased(
+    pool: PgPool,
+    target: StreamTarget,
+    slot: SlotName,
+    received: Arc<Received>,
+    lease_token: i64,
+    stop: CancellationToken,
+) {
+    let mut delay = Duration::from_millis(100);
+    while !stop.is_cancelled() {
+        match run_session(&pool, &target, &slot, &received, lease_token, &stop).await {
+            Ok(()) => break,
+            Err(error) => {
+                tracing::warn!(
+                    slot = %slot,
+                    %error,
+                    retry_in_ms = delay.as_millis() as u64,
+                    "replication stream failed; reopening it"
+                );
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(MAX_RECONNECT_DELAY);
+    }
+    received.end_session();
+}
+
+/// One session: returns `Ok` when stopped, an error when the session broke.
+async fn run_session(
+    pool: &PgPool,
+    target: &StreamTarget,
+    slot: &SlotName,
+    received: &Received,
+    lease_token: i64,
+    stop: &CancellationToken,
+) -> Result<(), Error> {
+    let confirmed = confirmed_position(pool, slot).await?;
+    received.begin_session(confirmed);
+    let config = target
+        .config
+        .clone()
+        .with_start_lsn(Lsn::from_u64(confirmed))
+        .with_ack_lsn(Lsn::from_u64(confirmed));
+    let mut client = ReplicationClient::connect(config)
+        .await
+        .map_err(|error| Error::Logical(format!("replication stream: {error}")))?;
+    tracing::info!(slot = %slot, lease_token, confirmed = %Lsn::from_u64(confirmed), "streaming from the slot");
+    let mut positions = received.confirmed_positions();
+    let mut session = SessionState::default();
+    loop {
+        if received.is_full() {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                _ = positions.changed() => client.update_applied_lsn(Lsn::from_u64(*positions.borrow_and_update())),
+                () = received.room_made() => {}
+                () = tokio::time::sleep(STATUS_INTERVAL) => {}
+            }
+            continue;
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            _ = positions.changed() => {
+                client.update_applied_lsn(Lsn::from_u64(*positions.borrow_and_update()));
+            }
+            event = client.recv() => {
+                let event = event.map_err(|error| Error::Logical(format!("replication stream: {error}")))?;
+                let Some(event) = event else {
+                    return Err(Error::Logical("replication stream ended".to_owned()));
+                };
+                session.handle(event, received)?;
+            }
+        }
+    }
+    // Report the last confirmed position before closing.
+    client.update_applied_lsn(Lsn::from_u64(*positions.borrow()));
+    if let Err(error) = client.shutdown().await {
+        tracing::debug!(%error, "closing the replication stream");
+    }
+    Ok(())
+}
+
+/// The transaction being received.
+#[derive(Default)]
+struct SessionState {
+    decoder: PgOutputDecoder,
+    in_transaction: bool,
+    events: Vec<ClaimedEvent>,
+}
+
+impl SessionState {
+    fn handle(&mut self, event: ReplicationEvent, received: &Received) -> Result<(), Error> {
+        match event {
+            ReplicationEvent::Begin { .. } => {
+                self.in_transaction = true;
+                self.events.clear();
+            }
+            ReplicationEvent::XLogData { data, .. } => {
+                match self
+                    .decoder
+                    .decode(&data)
+                    .map_err(|error| Error::Logical(error.to_string()))?
+                {
+                    Change::Inserted(claimed) => self.events.push(*claimed),
+                    Change::Skipped => {}
+                }
+            }
+            ReplicationEvent::Commit { end_lsn, .. } => {
+                self.in_transaction = false;
+                received.push_transaction(end_lsn.as_u64(), std::mem::take(&mut self.events));
+            }
+            ReplicationEvent::KeepAlive { wal_end, .. } => {
+                if !self.in_transaction {
+                    received.observe_idle_position(wal_end.as_u64());
+                }
+            }
+            ReplicationEvent::Message { .. } | ReplicationEvent::StoppedAt { .. } => {}
+        }
+        Ok(())
+    }
+}
+
+/// The slot's `confirmed_flush_lsn`.
+async fn confirmed_position(pool: &PgPool, slot: &SlotName) -> Result<u64, Error> {
+    let text: Option<String> = sqlx::query_scalar(SLOT_CONFIRMED_POSITION)
+        .bind(slot.as_str())
+        .fetch_optional(pool)
+        .await?
+        .flatten();
+    let text = text.ok_or_else(|| {
+        Error::Logical(format!(
+            "replication slot `{slot}` does not exist: run `outbox-relay migrate --source logical`"
+        ))
+    })?;
+    Lsn::parse(&text)
+        .map(Lsn::as_u64)
+        .map_err(|error| Error::Logical(format!("slot `{slot}` position {text}: {error}")))
+}

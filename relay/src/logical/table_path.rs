@@ -1,0 +1,138 @@
+//! The failure path of the logical source: what the stream cannot settle
+//! by publishing goes through the table, with the polling relay's
+//! semantics.
+//!
+//! - A rejected event is recorded as the polling relay records it
+//!   (`attempts`, `last_error`, `next_attempt_at`, or `dead`).
+//! - Its aggregate is then *parked*: later events of it that arrive on the
+//!   stream are *held* (marked by `last_error`, no attempt used) instead of
+//!   published, so its order is kept.
+//! - Due events of parked aggregates are fetched from the table in id
+//!   order, behind a waiting retry (or a dead event, under `hold`) exactly
+//!   as polling fetches them, and marked published once acknowledged.
+//! - An aggregate unparks once none of its events is held or failed and
+//!   unpublished; `dead retry` and `dead discard` repair it as with polling.
+//!
+//! Every write is fenced by the stream's lease. Recording a failure or a
+//! hold is what settles a streamed event, so the slot moves past it.
+
+use std::collections::HashSet;
+
+use sqlx::{PgPool, Row};
+
+use crate::Error;
+use crate::batch::waves::AggregateKey;
+use crate::store::rows::claimed_from_row;
+use crate::store::{ClaimedEvent, FailedAttempt};
+
+const PARKED_AGGREGATES: &str = include_str!("sql/parked_aggregates.sql");
+const FETCH_TABLE_OWNED: &str = include_str!("sql/fetch_table_owned.sql");
+const HOLD_EVENTS: &str = include_str!("sql/hold_events.sql");
+const MARK_TABLE_OWNED_PUBLISHED: &str = include_str!("sql/mark_table_owned_published.sql");
+const RECORD_FAILURE: &str = include_str!("sql/record_failure.sql");
+
+/// The note a held event carries in `last_error`.
+pub(crate) const HELD_NOTE: &str = "held behind an earlier failed event of its aggregate";
+
+/// Who writes: the relay and the stream lease token it holds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Writer<'a> {
+    pub(crate) relay_id: &'a str,
+    pub(crate) lease_token: i64,
+}
+
+/// The aggregates whose next events must come from the table.
+pub(crate) async fn parked_aggregates(
+    pool: &PgPool,
+    hold_dead: bool,
+) -> Result<HashSet<AggregateKey>, Error> {
+    let rows = sqlx::query(PARKED_AGGREGATES)
+        .bind(hold_dead)
+        .fetch_all(pool)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            Ok((
+                row.try_get::<String, _>("aggregate_type")?,
+                row.try_get::<String, _>("aggregate_id")?,
+            ))
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(Error::from)
+}
+
+/// Due events the table path owns, in id order, at most `limit`.
+pub(crate) async fn fetch_table_owned(
+    pool: &PgPool,
+    hold_dead: bool,
+    limit: i64,
+    exclude: &[i64],
+) -> Result<Vec<ClaimedEvent>, Error> {
+    let rows = sqlx::query(FETCH_TABLE_OWNED)
+        .bind(hold_dead)
+        .bind(limit)
+        .bind(exclude.to_vec())
+        .fetch_all(pool)
+        .await?;
+    rows.iter()
+        .map(claimed_from_row)
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(Error::from)
+}
+
+/// Hand `ids` to the table path; returns the rows held.
+pub(crate) async fn hold_events(
+    pool: &PgPool,
+    writer: Writer<'_>,
+    ids: &[i64],
+) -> Result<u64, Error> {
+    let result = sqlx::query(HOLD_EVENTS)
+        .bind(writer.relay_id)
+        .bind(writer.lease_token)
+        .bind(ids.to_vec())
+        .bind(HELD_NOTE)
+        .execute(pool)
+        .await?;
+    Ok(result.rows_affected())
+}
+
+/// Mark the table path's `ids` published; returns the rows marked.
+pub(crate) async fn mark_table_owned_published(
+    pool: &PgPool,
+    writer: Writer<'_>,
+    ids: &[i64],
+) -> Result<u64, Error> {
+    let result = sqlx::query(MARK_TABLE_OWNED_PUBLISHED)
+        .bind(writer.relay_id)
+        .bind(writer.lease_token)
+        .bind(ids.to_vec())
+        .execute(pool)
+        .await?;
+    Ok(result.rows_affected())
+}
+
+/// Record each failure in one transaction; returns the ids recorded (a
+/// failure of an event whose row did not match is not recorded).
+pub(crate) async fn record_failures(
+    pool: &PgPool,
+    writer: Writer<'_>,
+    failures: &[FailedAttempt],
+) -> Result<Vec<i64>, Error> {
+    let mut transaction = pool.begin().await?;
+    let mut recorded = Vec::with_capacity(failures.len());
+    for failure in failures {
+        let result = sqlx::query(RECORD_FAILURE)
+            .bind(writer.relay_id)
+            .bind(writer.lease_token)
+            .bind(failure.id)
+            .bind(&failure.error)
+            .bind(failure.retry_in.map(|delay| delay.as_secs_f64()))
+            .execute(&mut *transaction)
+            .await?;
+        if result.rows_affected() > 0 {
+            recorded.push(failure.id);
+        }
+    }
+    transaction.commit().await?;
+    Ok(recorded)
+}

@@ -1,0 +1,106 @@
+//! A migrated test database with a slot of its own, and events written in
+//! transactions the test controls.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use outbox_relay::logical::{LogicalSource, SlotName, prepare};
+use outbox_relay::store::OperatorStore;
+use outbox_relay::store::{ClaimedEvent, EventSource, Lease, LeaseStore, PostgresStore};
+use outbox_testkit::{ReplicationSlotGuard, TestDatabase, unique_slot_name};
+
+/// Waits in these tests are bounded by this; no test asserts a duration.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// A database prepared for the logical source, and its slot's guard
+/// (declared after the database: it drops first).
+pub struct LogicalDatabase {
+    pub _slot_guard: ReplicationSlotGuard,
+    pub db: TestDatabase<sqlx::Postgres>,
+    pub store: Arc<PostgresStore>,
+    pub slot: SlotName,
+}
+
+impl LogicalDatabase {
+    /// A fresh database, migrated, with the slot and publication made.
+    pub async fn new() -> Self {
+        let db = outbox_testkit::postgres().await;
+        let slot_name = unique_slot_name("outbox_test");
+        let slot_guard = ReplicationSlotGuard::new(db.url(), &slot_name);
+        let store = Arc::new(PostgresStore::connect(db.url()).await.expect("connect"));
+        store.migrate().await.expect("migrate");
+        let slot = SlotName::parse(&slot_name).expect("slot name");
+        prepare(store.pool(), &slot)
+            .await
+            .expect("prepare the slot");
+        LogicalDatabase {
+            _slot_guard: slot_guard,
+            db,
+            store,
+            slot,
+        }
+    }
+
+    /// A source on this database's slot.
+    pub fn source(&self) -> Arc<LogicalSource> {
+        Arc::new(
+            LogicalSource::new(Arc::clone(&self.store), self.db.url(), self.slot.clone())
+                .expect("source"),
+        )
+    }
+
+    /// The slot's confirmed position, as `pg_lsn` text ordered by value.
+    pub async fn confirmed_flush(&self) -> u64 {
+        let text: String = sqlx::query_scalar(
+            "SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::text FROM pg_replication_slots WHERE slot_name = $1",
+        )
+        .bind(self.slot.as_str())
+        .fetch_one(self.db.pool())
+        .await
+        .expect("slot position");
+        text.parse().expect("numeric position")
+    }
+}
+
+/// Insert one event of `aggregate` in `transaction`; returns its id.
+pub async fn insert_event(
+    transaction: &mut sqlx::PgConnection,
+    topic: &str,
+    aggregate: &str,
+    sequence: u64,
+) -> i64 {
+    sqlx::query_scalar(
+        "INSERT INTO outbox_events (event_id, event_type, source, aggregate_type, aggregate_id, topic, payload) \
+         VALUES ($1, 'shipment.moved', '/shipments', 'shipment', $2, $3, $4) RETURNING id",
+    )
+    .bind(uuid::Uuid::now_v7())
+    .bind(aggregate)
+    .bind(topic)
+    .bind(serde_json::json!({ "shipment": aggregate, "sequence": sequence }))
+    .fetch_one(transaction)
+    .await
+    .expect("insert event")
+}
+
+/// Take the stream's lease as `relay_id`: the source starts streaming.
+pub async fn acquire(source: &LogicalSource, relay_id: &str) -> Vec<Lease> {
+    source
+        .acquire_leases(relay_id, 1, Duration::from_secs(30))
+        .await
+        .expect("acquire the stream lease")
+}
+
+/// Fetch until at least `count` events are pending (bounded by [`WAIT`]).
+pub async fn fetch_at_least(source: &LogicalSource, count: usize) -> Vec<ClaimedEvent> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let fetched = source
+            .fetch_pending(1, &[0], &[], true, 1000)
+            .await
+            .expect("fetch");
+        if fetched.len() >= count || tokio::time::Instant::now() > deadline {
+            return fetched;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

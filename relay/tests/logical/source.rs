@@ -1,0 +1,86 @@
+//! The source driven directly: commit order, and the confirmed position
+//! held behind an unsettled transaction.
+
+use std::time::Duration;
+
+use outbox_relay::store::{EventSource, LeaseStore};
+use sqlx::Acquire;
+
+use crate::harness::{LogicalDatabase, WAIT, acquire, fetch_at_least, insert_event};
+use crate::support::process::wait_until;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_arrive_in_commit_order_and_the_slot_waits_for_every_earlier_transaction() {
+    let database = LogicalDatabase::new().await;
+    let source = database.source();
+    let leases = acquire(&source, "relay-a").await;
+    assert_eq!(leases.len(), 1, "the stream lease is free");
+
+    // The transaction holding the lower id commits last.
+    let mut first = database.db.pool().begin().await.expect("begin");
+    let mut second = database.db.pool().begin().await.expect("begin");
+    let lower = insert_event(first.acquire().await.expect("conn"), "t", "a-1", 1).await;
+    let higher = insert_event(second.acquire().await.expect("conn"), "t", "a-2", 2).await;
+    assert!(lower < higher);
+    second.commit().await.expect("commit");
+    first.commit().await.expect("commit");
+
+    let fetched = fetch_at_least(&source, 2).await;
+    let ids: Vec<i64> = fetched.iter().map(|claimed| claimed.event.id).collect();
+    assert_eq!(ids, vec![higher, lower], "commit order");
+    assert_eq!(fetched[0].event.aggregate_id, "a-2");
+
+    // Settling the later transaction first confirms nothing.
+    let before = source.confirmed_position();
+    assert_eq!(
+        source
+            .mark_published("relay-a", 1, &leases, &[lower])
+            .await
+            .expect("mark"),
+        1
+    );
+    assert_eq!(source.confirmed_position(), before);
+    assert_eq!(source.unsettled_events(), 1);
+    // A mark under another lease token changes nothing.
+    let stale = [outbox_relay::store::Lease {
+        partition_no: 0,
+        lease_token: leases[0].lease_token + 1,
+    }];
+    assert_eq!(
+        source
+            .mark_published("relay-a", 1, &stale, &[higher])
+            .await
+            .expect("mark"),
+        0
+    );
+    assert_eq!(
+        source
+            .mark_published("relay-a", 1, &leases, &[higher])
+            .await
+            .expect("mark"),
+        1
+    );
+    let confirmed = source.confirmed_position();
+    assert!(confirmed > before, "the slot moves once both are settled");
+    assert!(
+        wait_until(WAIT, || async {
+            database.confirmed_flush().await >= confirmed
+        })
+        .await,
+        "the server learns the confirmed position"
+    );
+    assert_eq!(
+        database
+            .db
+            .count("SELECT COUNT(*) FROM outbox_events WHERE state <> 'pending' OR last_error IS NOT NULL")
+            .await,
+        0,
+        "the happy path writes no row"
+    );
+
+    source
+        .release_leases("relay-a", &leases)
+        .await
+        .expect("release");
+    tokio::time::sleep(Duration::ZERO).await;
+}
