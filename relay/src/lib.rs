@@ -26,8 +26,8 @@ mod wakeup;
 pub use batch::{DispatchSettings, DispatchTotals};
 pub use broker_url::{BrokerUrl, DEFAULT_BROKER, resolve_broker_url};
 pub use config::{
-    AmqpConfig, AmqpRoute, DeadLetterConfig, DeadLetterPolicy, HttpConfig, KafkaConfig,
-    RelayConfig, RetentionConfig, RetryConfig, RoutingKey, parse_duration,
+    AmqpConfig, AmqpRoute, DeadLetterConfig, DeadLetterPolicy, EventSourceKind, HttpConfig,
+    KafkaConfig, RelayConfig, RetentionConfig, RetryConfig, RoutingKey, parse_duration,
 };
 pub use database_url::{DEFAULT_DATABASE_URL, DatabaseUrl, mask_password, resolve_database_url};
 pub use error::Error;

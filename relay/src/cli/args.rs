@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::config::EventSourceKind;
+
 /// Publishes committed outbox events to Kafka or RabbitMQ as CloudEvents.
 #[derive(Debug, Parser)]
 #[command(name = "outbox-relay", version, about, long_about = None)]
@@ -36,6 +38,22 @@ pub struct DatabaseArgs {
     pub database_url: Option<String>,
 }
 
+/// Where committed events come from.
+#[derive(Debug, Args)]
+pub struct EventSourceArgs {
+    /// `poll` reads the table under partition leases (every backend);
+    /// `logical` streams `outbox_events` inserts from a PostgreSQL
+    /// replication slot. Falls back to `OUTBOX_SOURCE`, then the config
+    /// file's `source`, then `poll`.
+    #[arg(long, value_enum, env = "OUTBOX_SOURCE")]
+    pub source: Option<EventSourceKind>,
+    /// The replication slot of `--source logical` (the publication has the
+    /// same name); both are created when missing. Falls back to
+    /// `OUTBOX_SLOT`, then the config file's `slot`, then `outbox_relay`.
+    #[arg(long, env = "OUTBOX_SLOT")]
+    pub slot: Option<String>,
+}
+
 /// `outbox-relay` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -54,12 +72,19 @@ pub enum Command {
         /// Do not apply the outbox migrations before starting.
         #[arg(long)]
         skip_migrate: bool,
+        /// Where committed events come from.
+        #[command(flatten)]
+        events: EventSourceArgs,
     },
-    /// Create or upgrade the outbox tables.
+    /// Create or upgrade the outbox tables; with `--source logical`, also
+    /// the replication slot and its publication.
     Migrate {
         /// The database.
         #[command(flatten)]
         database: DatabaseArgs,
+        /// Where committed events come from.
+        #[command(flatten)]
+        events: EventSourceArgs,
     },
     /// Show event counts, per-topic counts and the live partition leases.
     ///

@@ -88,6 +88,19 @@ pub struct RelayConfig {
     #[serde(deserialize_with = "deserialize::optional_duration")]
     pub handover_after: Option<Duration>,
 
+    /// Where the relay finds committed events: `"poll"` reads the table
+    /// under partition leases (every backend); `"logical"` streams
+    /// `outbox_events` inserts from a PostgreSQL replication slot (PostgreSQL
+    /// with `wal_level = logical` only). `--source` or `OUTBOX_SOURCE`
+    /// override it. Default `"poll"`.
+    pub source: EventSourceKind,
+
+    /// The replication slot `source = "logical"` streams from; the
+    /// publication has the same name. Both are created when missing. 1 to
+    /// 63 lowercase letters, digits and underscores. `--slot` or
+    /// `OUTBOX_SLOT` override it. Default `"outbox_relay"`.
+    pub slot: String,
+
     /// This instance's name in partition leases and logs. Default: none,
     /// and the relay makes one up from the host name, the process id and a
     /// random suffix.
@@ -122,6 +135,8 @@ impl Default for RelayConfig {
             poll_interval_max: Duration::from_secs(1),
             shutdown_timeout: Duration::from_secs(30),
             handover_after: None,
+            source: EventSourceKind::default(),
+            slot: crate::logical::DEFAULT_SLOT.to_owned(),
             instance_id: None,
             retry: RetryConfig::default(),
             dead_letter: DeadLetterConfig::default(),
@@ -129,6 +144,29 @@ impl Default for RelayConfig {
             kafka: KafkaConfig::default(),
             amqp: AmqpConfig::default(),
             http: HttpConfig::default(),
+        }
+    }
+}
+
+/// Where the relay finds committed events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum EventSourceKind {
+    /// `"poll"`: read pending rows of the leased partitions, mark them
+    /// published.
+    #[default]
+    Poll,
+    /// `"logical"`: stream committed inserts from a replication slot
+    /// (PostgreSQL only); published events are not written to.
+    Logical,
+}
+
+impl EventSourceKind {
+    /// The name used in flags and files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventSourceKind::Poll => "poll",
+            EventSourceKind::Logical => "logical",
         }
     }
 }

@@ -53,6 +53,9 @@ impl RelayConfig {
             .related_to(&["poll_interval_min"]));
         }
         check_positive(&["shutdown_timeout"], self.shutdown_timeout)?;
+        if let Err(error) = crate::logical::SlotName::parse(&self.slot) {
+            return Err(Problem::new(&["slot"], error.to_string()));
+        }
         if let Some(handover_after) = self.handover_after
             && handover_after < self.lease_duration
         {

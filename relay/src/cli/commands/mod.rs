@@ -11,11 +11,12 @@ use crate::Error;
 use std::path::PathBuf;
 
 use crate::broker_url::{BrokerUrl, resolve_broker_url};
-use crate::cli::{Command, DatabaseArgs};
-use crate::config::RelayConfig;
+use crate::cli::{Command, DatabaseArgs, EventSourceArgs};
+use crate::config::{EventSourceKind, RelayConfig};
 use crate::database_url::{DatabaseUrl, resolve_database_url};
+use crate::logical::SlotName;
 use crate::replay::ReplayTime;
-use crate::store::open_store;
+use crate::store::{OperatorStore, PostgresStore, open_store};
 
 pub use run::relay_settings;
 
@@ -43,6 +44,35 @@ fn relay_inputs(
     Ok((database_url, broker_url, config))
 }
 
+/// `--source` and `--slot` (or their variables) over the config file's.
+fn apply_event_source_args(config: &mut RelayConfig, events: EventSourceArgs) {
+    if let Some(source) = events.source {
+        config.source = source;
+    }
+    if let Some(slot) = events.slot {
+        config.slot = slot;
+    }
+}
+
+/// The slot of `--source logical`, checked, or `None` when polling.
+/// Refuses the logical source on a database other than PostgreSQL.
+fn event_source_slot(
+    database_url: &DatabaseUrl,
+    config: &RelayConfig,
+) -> Result<Option<SlotName>, Error> {
+    if config.source != EventSourceKind::Logical {
+        return Ok(None);
+    }
+    if !matches!(database_url, DatabaseUrl::Postgres(_)) {
+        return Err(Error::Logical(format!(
+            "--source logical needs PostgreSQL (logical decoding of the WAL); this database is {}: \
+             use --source poll",
+            database_url.backend()
+        )));
+    }
+    SlotName::parse(&config.slot).map(Some)
+}
+
 /// Run one subcommand to completion.
 ///
 /// # Errors
@@ -54,17 +84,37 @@ pub async fn execute(command: Command) -> Result<(), Error> {
             broker,
             config,
             skip_migrate,
+            events,
         } => {
             // Everything that can be wrong with the input is checked before
             // anything connects, let alone claims.
-            let (database_url, broker_url, config) =
+            let (database_url, broker_url, mut config) =
                 relay_inputs(&database, broker.as_deref(), config)?;
-            run::run(database_url, broker_url, config, skip_migrate).await
+            apply_event_source_args(&mut config, events);
+            let slot = event_source_slot(&database_url, &config)?;
+            run::run(database_url, broker_url, config, slot, skip_migrate).await
         }
-        Command::Migrate { database } => {
-            let store = open_store(&database_url(&database)?).await?;
-            store.migrate().await?;
-            println!("outbox schema is up to date");
+        Command::Migrate { database, events } => {
+            let database_url = database_url(&database)?;
+            let mut config = RelayConfig::default();
+            apply_event_source_args(&mut config, events);
+            let slot = event_source_slot(&database_url, &config)?;
+            match slot {
+                Some(slot) => {
+                    let store = PostgresStore::connect(database_url.as_str()).await?;
+                    crate::logical::check_prerequisites(store.pool(), &slot).await?;
+                    store.migrate().await?;
+                    crate::logical::prepare(store.pool(), &slot).await?;
+                    println!(
+                        "outbox schema is up to date; replication slot and publication `{slot}` exist"
+                    );
+                }
+                None => {
+                    let store = open_store(&database_url).await?;
+                    store.migrate().await?;
+                    println!("outbox schema is up to date");
+                }
+            }
             Ok(())
         }
         Command::Status { database, json } => {

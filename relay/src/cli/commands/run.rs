@@ -9,11 +9,14 @@ use crate::broker_url::BrokerUrl;
 use crate::config::{DeadLetterPolicy, RelayConfig};
 use crate::database_url::DatabaseUrl;
 use crate::http::{HttpEndpoint, HttpState};
+use crate::logical::{self, LogicalSource, SlotName};
 use crate::metrics::RelayMetrics;
 use crate::publish::Publisher;
 use crate::publish::build_publisher;
 use crate::publish_health::PublishHealth;
-use crate::store::open_store;
+use crate::store::{
+    EventSource, LeaseStore, OperatorStore, OutboxStore, PostgresStore, open_store,
+};
 use crate::wakeup::Wakeup;
 use crate::{DispatchSettings, Error, Relay, RelaySettings, RetentionSettings, RetryPolicy};
 
@@ -21,17 +24,30 @@ pub(super) async fn run(
     database_url: DatabaseUrl,
     broker_url: BrokerUrl,
     config: RelayConfig,
+    slot: Option<SlotName>,
     skip_migrate: bool,
 ) -> Result<(), Error> {
     let relay_id = config.instance_id.clone().unwrap_or_else(default_relay_id);
     // Bind first: a taken port is a configuration error, reported before
     // anything connects or is claimed.
     let endpoint = HttpEndpoint::bind(config.http.listen).await?;
+    // A database that cannot stream is refused before the broker is
+    // reached and before anything is read.
+    let logical = match &slot {
+        Some(slot) => Some(open_logical_source(&database_url, slot, skip_migrate).await?),
+        None => None,
+    };
     let publisher: Arc<dyn Publisher> = build_publisher(&broker_url, &config).await?;
-    let store = open_store(&database_url).await?;
-    if !skip_migrate {
-        store.migrate().await?;
-    }
+    let store: Arc<dyn OutboxStore> = match &logical {
+        Some((postgres, _)) => Arc::clone(postgres) as Arc<dyn OutboxStore>,
+        None => {
+            let store = open_store(&database_url).await?;
+            if !skip_migrate {
+                store.migrate().await?;
+            }
+            store
+        }
+    };
     let metrics = Arc::new(RelayMetrics::new());
     let health = Arc::new(PublishHealth::new(config.effective_handover_after()));
     let http_stop = CancellationToken::new();
@@ -53,12 +69,23 @@ pub(super) async fn run(
 
     let stop = CancellationToken::new();
     let wakeup = Wakeup::new();
-    store.watch_commits(wakeup.clone(), stop.clone());
     let settings = relay_settings(relay_id, &config);
     let relay = Relay::new(Arc::clone(&store), publisher, settings)
-        .with_wakeup(wakeup)
+        .with_wakeup(wakeup.clone())
         .with_metrics(metrics)
         .with_publish_health(health);
+    let relay = match logical {
+        Some((_, source)) => {
+            source.watch_commits(wakeup, stop.clone());
+            relay
+                .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>)
+                .with_lease_store(source as Arc<dyn LeaseStore>)
+        }
+        None => {
+            store.watch_commits(wakeup, stop.clone());
+            relay
+        }
+    };
     let mut relay_task = tokio::spawn(relay.run(stop.clone()));
 
     tokio::select! {
@@ -94,6 +121,24 @@ pub(super) async fn run(
             )))
         }
     }
+}
+
+/// Check that the database can stream from `slot`, migrate it (unless
+/// `skip_migrate`), and create the slot and its publication when missing.
+async fn open_logical_source(
+    database_url: &DatabaseUrl,
+    slot: &SlotName,
+    skip_migrate: bool,
+) -> Result<(Arc<PostgresStore>, Arc<LogicalSource>), Error> {
+    let postgres = Arc::new(PostgresStore::connect(database_url.as_str()).await?);
+    logical::check_prerequisites(postgres.pool(), slot).await?;
+    if !skip_migrate {
+        postgres.migrate().await?;
+    }
+    logical::prepare(postgres.pool(), slot).await?;
+    let source = LogicalSource::new(Arc::clone(&postgres), database_url.as_str(), slot.clone())?;
+    tracing::info!(slot = %slot, "events come from the replication slot");
+    Ok((postgres, Arc::new(source)))
 }
 
 /// Wait briefly for the HTTP endpoint to close its connections, then drop
