@@ -9,4 +9,5 @@ mod support;
 
 mod cli;
 mod harness;
+mod relay;
 mod source;
