@@ -62,6 +62,19 @@ impl LogicalDatabase {
     }
 }
 
+impl LogicalDatabase {
+    /// `pg_current_wal_lsn()` as a number: a position every transaction
+    /// committed so far ends before.
+    pub async fn current_wal_position(&self) -> u64 {
+        let text: String =
+            sqlx::query_scalar("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::text")
+                .fetch_one(self.db.pool())
+                .await
+                .expect("wal position");
+        text.parse().expect("numeric position")
+    }
+}
+
 /// Insert one event of `aggregate` in `transaction`; returns its id.
 pub async fn insert_event(
     transaction: &mut sqlx::PgConnection,

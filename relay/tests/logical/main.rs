@@ -8,6 +8,7 @@
 mod support;
 
 mod cli;
+mod failures;
 mod harness;
 mod relay;
 mod source;

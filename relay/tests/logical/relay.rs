@@ -84,7 +84,7 @@ fn first_arrivals(received: &[Received]) -> Vec<Received> {
 async fn delivers_in_commit_order(broker: &str, topic: &str, collected: Collected) {
     let database = LogicalDatabase::new().await;
     let commit_order = commit_in_reverse_id_order(database.db.pool(), topic).await;
-    let written_up_to = current_wal_position(database.db.pool()).await;
+    let written_up_to = database.current_wal_position().await;
 
     let mut relay = spawn_relay(&database, broker);
     wait_for_unique(&collected, REVERSED_TRANSACTIONS, &mut relay).await;
@@ -213,15 +213,6 @@ async fn rabbitmq_keeps_each_aggregate_in_order_under_concurrent_writers() {
     let exchange = unique_name("logical_writers");
     let collected = rabbitmq::exchange_consumer(&exchange).await;
     keeps_each_aggregate_in_order(&rabbitmq::amqp_url(), &exchange, collected).await;
-}
-
-/// `pg_current_wal_lsn()` as a number.
-async fn current_wal_position(pool: &PgPool) -> u64 {
-    let text: String = sqlx::query_scalar("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::text")
-        .fetch_one(pool)
-        .await
-        .expect("wal position");
-    text.parse().expect("numeric position")
 }
 
 /// Rows the relay changed: any not pending, or carrying an error.

@@ -1,0 +1,186 @@
+//! The failure path of the logical source, through the relay's batch loop
+//! with a publisher that rejects one aggregate: the rejected event is
+//! retried and goes dead as with polling, its aggregate's later events are
+//! held, other aggregates flow, the slot moves past all of them, and
+//! `dead retry` releases the aggregate in order.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use outbox_relay::publish::{PublishFailure, Publisher};
+use outbox_relay::store::{DeadSelector, EventSource, LeaseStore, OperatorStore, OutboxStore};
+use outbox_relay::{OutboundEvent, Relay, RelayConfig, RetryConfig, Wakeup};
+use sqlx::Acquire;
+use tokio_util::sync::CancellationToken;
+
+use crate::harness::{LogicalDatabase, WAIT, insert_event};
+use crate::support::process::wait_until;
+
+const FAILING: &str = "failing";
+const FLOWING: &str = "flowing";
+const EVENTS_PER_AGGREGATE: u64 = 3;
+
+/// Records what it publishes; rejects the `FAILING` aggregate while
+/// `reject` is set.
+#[derive(Default)]
+struct RejectingPublisher {
+    published: Mutex<Vec<OutboundEvent>>,
+    reject: AtomicBool,
+}
+
+impl RejectingPublisher {
+    fn published(&self, aggregate: &str) -> Vec<u64> {
+        self.published
+            .lock()
+            .expect("published")
+            .iter()
+            .filter(|event| event.aggregate_id == aggregate)
+            .map(|event| sequence_of(event))
+            .collect()
+    }
+}
+
+fn sequence_of(event: &OutboundEvent) -> u64 {
+    serde_json::from_str::<serde_json::Value>(&event.payload).expect("payload")["sequence"]
+        .as_u64()
+        .expect("sequence")
+}
+
+impl Publisher for RejectingPublisher {
+    fn publish<'a>(
+        &'a self,
+        events: &'a [OutboundEvent],
+    ) -> BoxFuture<'a, Vec<Result<(), PublishFailure>>> {
+        let outcomes = events
+            .iter()
+            .map(|event| {
+                if event.aggregate_id == FAILING && self.reject.load(Ordering::SeqCst) {
+                    return Err(PublishFailure::Rejected("refused by the test".to_owned()));
+                }
+                self.published
+                    .lock()
+                    .expect("published")
+                    .push(event.clone());
+                Ok(())
+            })
+            .collect();
+        Box::pin(std::future::ready(outcomes))
+    }
+
+    fn is_connected(&self) -> bool {
+        true
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_event_is_retried_held_and_repaired_as_with_polling() {
+    let database = LogicalDatabase::new().await;
+    let source = database.source();
+    let publisher = Arc::new(RejectingPublisher::default());
+    publisher.reject.store(true, Ordering::SeqCst);
+    let config = RelayConfig {
+        batch_size: 50,
+        lease_duration: Duration::from_secs(2),
+        publish_timeout: Duration::from_millis(800),
+        poll_interval_min: Duration::from_millis(5),
+        poll_interval_max: Duration::from_millis(100),
+        retry: RetryConfig {
+            base_delay: Duration::from_millis(50),
+            max_delay: Duration::from_millis(200),
+            max_attempts: 3,
+            jitter: false,
+        },
+        ..RelayConfig::default()
+    };
+    let settings = outbox_relay::commands::relay_settings("relay-failures".to_owned(), &config);
+    let wakeup = Wakeup::new();
+    let stop = CancellationToken::new();
+    source.watch_commits(wakeup.clone(), stop.clone());
+    let relay = Relay::new(
+        Arc::clone(&database.store) as Arc<dyn OutboxStore>,
+        Arc::clone(&publisher) as Arc<dyn Publisher>,
+        settings,
+    )
+    .with_wakeup(wakeup)
+    .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>)
+    .with_lease_store(Arc::clone(&source) as Arc<dyn LeaseStore>);
+    let running = tokio::spawn(relay.run(stop.clone()));
+
+    // Each transaction: the next event of both aggregates.
+    for sequence in 0..EVENTS_PER_AGGREGATE {
+        let mut transaction = database.db.pool().begin().await.expect("begin");
+        let connection = transaction.acquire().await.expect("connection");
+        insert_event(connection, "t", FAILING, sequence).await;
+        insert_event(connection, "t", FLOWING, sequence).await;
+        transaction.commit().await.expect("commit");
+    }
+    let written_up_to = database.current_wal_position().await;
+
+    let settled = wait_until(WAIT, || async {
+        publisher.published(FLOWING).len() == EVENTS_PER_AGGREGATE as usize
+            && database
+                .db
+                .count("SELECT COUNT(*) FROM outbox_events WHERE state = 'dead' AND attempts = 3")
+                .await
+                == 1
+            && database
+                .db
+                .count("SELECT COUNT(*) FROM outbox_events WHERE state = 'pending' AND attempts = 0 AND last_error IS NOT NULL")
+                .await
+                == (EVENTS_PER_AGGREGATE - 1) as i64
+            && database.confirmed_flush().await >= written_up_to
+    })
+    .await;
+    assert!(
+        settled,
+        "the other aggregate flows, the rejected event goes dead after 3 attempts, its later \
+         events are held, and the slot moves past them all: published {:?}",
+        publisher.published(FLOWING)
+    );
+    assert_eq!(publisher.published(FLOWING), vec![0, 1, 2]);
+    assert!(
+        publisher.published(FAILING).is_empty(),
+        "held behind the dead event"
+    );
+    assert_eq!(
+        database
+            .db
+            .count("SELECT COUNT(*) FROM outbox_events WHERE aggregate_id = 'flowing' AND (state <> 'pending' OR last_error IS NOT NULL)")
+            .await,
+        0,
+        "published events of the stream are not written"
+    );
+
+    // The operator repairs it: the aggregate is published in order.
+    publisher.reject.store(false, Ordering::SeqCst);
+    let retried = database
+        .store
+        .retry_dead(&DeadSelector::Aggregate {
+            aggregate_type: "shipment".to_owned(),
+            aggregate_id: FAILING.to_owned(),
+        })
+        .await
+        .expect("dead retry");
+    assert_eq!(retried, 1);
+    let repaired = wait_until(WAIT, || async {
+        database
+            .db
+            .count("SELECT COUNT(*) FROM outbox_events WHERE aggregate_id = 'failing' AND state = 'published'")
+            .await
+            == EVENTS_PER_AGGREGATE as i64
+    })
+    .await;
+    stop.cancel();
+    let totals = running.await.expect("relay task").expect("relay run");
+    assert!(repaired, "the repaired aggregate is published: {totals:?}");
+    let published = publisher.published(FAILING);
+    let distinct: HashSet<u64> = published.iter().copied().collect();
+    assert_eq!(distinct.len(), EVENTS_PER_AGGREGATE as usize);
+    assert!(
+        published.windows(2).all(|pair| pair[0] < pair[1]),
+        "in order: {published:?}"
+    );
+}
