@@ -38,7 +38,7 @@ impl RejectingPublisher {
             .expect("published")
             .iter()
             .filter(|event| event.aggregate_id == aggregate)
-            .map(|event| sequence_of(event))
+            .map(sequence_of)
             .collect()
     }
 }
