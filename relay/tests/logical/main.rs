@@ -12,3 +12,4 @@ mod failures;
 mod harness;
 mod relay;
 mod source;
+mod standby;
