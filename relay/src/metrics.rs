@@ -44,6 +44,10 @@ const COMMIT_TO_ACK_BUCKETS: &[f64] = &[
 /// | `oldest_pending_age_seconds` | gauge | age of the oldest pending event, 0 when none (refreshed on scrape) |
 /// | `dead_events` | gauge | dead events in the table (refreshed on scrape) |
 /// | `leases_held` | gauge | partitions this instance holds a lease on |
+/// | `slot_lag_bytes` | gauge | `--source logical`: WAL written after the slot's confirmed position |
+/// | `slot_retained_wal_bytes` | gauge | `--source logical`: WAL the slot keeps on disk |
+/// | `slot_confirmed_lsn` | gauge | `--source logical`: the slot's confirmed position, as a byte offset |
+/// | `stream_unsettled_events` | gauge | `--source logical`: events this instance streamed and has not settled |
 /// | `broker_client_rebuilds_total` | counter | broker clients rebuilt because their state was broken (fatal or fenced Kafka producer, RabbitMQ connection closed or stuck) (refreshed on scrape) |
 ///
 /// ```
@@ -69,6 +73,10 @@ pub struct RelayMetrics {
     dead: IntGauge,
     leases_held: IntGauge,
     client_rebuilds: IntCounter,
+    slot_lag: IntGauge,
+    slot_retained_wal: IntGauge,
+    slot_confirmed: IntGauge,
+    stream_unsettled: IntGauge,
 }
 
 impl std::fmt::Debug for RelayMetrics {
@@ -156,6 +164,27 @@ impl RelayMetrics {
             "Broker clients rebuilt because their state was broken: a fatal or fenced Kafka producer, a RabbitMQ connection closed by the broker or stuck.",
         )?;
         registry.register(Box::new(client_rebuilds.clone()))?;
+        let gauge = |name: &str, help: &str| -> Result<IntGauge, Error> {
+            let gauge = IntGauge::new(name, help)?;
+            registry.register(Box::new(gauge.clone()))?;
+            Ok(gauge)
+        };
+        let slot_lag = gauge(
+            "slot_lag_bytes",
+            "Logical source: WAL written after the slot's confirmed position, in bytes.",
+        )?;
+        let slot_retained_wal = gauge(
+            "slot_retained_wal_bytes",
+            "Logical source: WAL the replication slot keeps on disk, in bytes.",
+        )?;
+        let slot_confirmed = gauge(
+            "slot_confirmed_lsn",
+            "Logical source: the slot's confirmed flush position, as a byte offset.",
+        )?;
+        let stream_unsettled = gauge(
+            "stream_unsettled_events",
+            "Logical source: streamed events neither acknowledged nor recorded as failed.",
+        )?;
         Ok(RelayMetrics {
             registry,
             published,
@@ -170,6 +199,10 @@ impl RelayMetrics {
             dead,
             leases_held,
             client_rebuilds,
+            slot_lag,
+            slot_retained_wal,
+            slot_confirmed,
+            stream_unsettled,
         })
     }
 
@@ -236,6 +269,16 @@ impl RelayMetrics {
             .and_then(|oldest| (now - oldest).to_std().ok())
             .unwrap_or(Duration::ZERO);
         self.oldest_pending_age.set(age.as_secs_f64());
+    }
+
+    /// Refresh the gauges of the logical source's slot and stream.
+    pub fn set_slot(&self, slot: &crate::logical::SlotStatus, unsettled_events: usize) {
+        self.slot_lag.set(slot.lag_bytes);
+        self.slot_retained_wal.set(slot.retained_wal_bytes);
+        self.slot_confirmed
+            .set(i64::try_from(slot.confirmed_position).unwrap_or(i64::MAX));
+        self.stream_unsettled
+            .set(i64::try_from(unsettled_events).unwrap_or(i64::MAX));
     }
 
     /// Every metric in the Prometheus text exposition format (0.0.4).

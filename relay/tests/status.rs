@@ -244,8 +244,14 @@ async fn assert_status_matches<DB: TestBackend + Dialect>(db: &TestDatabase<DB>)
             "live_relays",
             "topics",
             "leases",
+            "slots",
         ]),
         "{label}: the documented fields, no more"
+    );
+    assert_eq!(
+        json["slots"],
+        serde_json::json!([]),
+        "{label}: no replication slot of the logical source"
     );
 
     let count = |condition: String| async move {

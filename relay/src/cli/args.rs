@@ -103,7 +103,11 @@ pub enum Command {
     /// `partitions`, `live_relays`, `topics` (`topic`, `pending`,
     /// `retrying`, `dead`, `published`; by topic) and `leases`
     /// (`partition_no`, `owner`, `lease_token`, `expires_at`; by
-    /// partition).
+    /// partition; on PostgreSQL, partition -1 is the logical source's
+    /// stream lease) and `slots` (PostgreSQL: the logical source's
+    /// replication slots, each with `slot`, `confirmed_flush_lsn`,
+    /// `confirmed_position`, `lag_bytes`, `retained_wal_bytes`, `active`
+    /// and `wal_status`; empty elsewhere).
     Status {
         /// The database.
         #[command(flatten)]

@@ -10,6 +10,7 @@
 //!   and the source.
 //! - `table_path.rs`: the failure path, through the table.
 //! - `source.rs`: [`LogicalSource`], the event source and the stream lease.
+//! - `monitor.rs`: the slot's gauges on `/metrics`.
 //!
 //! **Acknowledgement.** Happy path: no row is written. An event is settled
 //! when the broker acknowledged it, or when it was durably recorded in the
@@ -25,6 +26,7 @@
 //! once the lease expires.
 
 mod acknowledgements;
+mod monitor;
 mod pgoutput;
 mod received;
 mod slot;
@@ -34,9 +36,10 @@ mod table_path;
 
 use sqlx::PgPool;
 
+pub use monitor::{SLOT_REPORT_INTERVAL, report_slot};
 pub use slot::{
     DEFAULT_SLOT, OUTPUT_PLUGIN, SlotName, SlotStatus, check_prerequisites, check_wal_level,
-    ensure_slot_and_publication, slot_status,
+    ensure_slot_and_publication, relay_slots, slot_status,
 };
 pub use source::LogicalSource;
 

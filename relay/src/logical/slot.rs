@@ -11,6 +11,7 @@ const SLOT_PLUGIN: &str = include_str!("sql/slot_plugin.sql");
 const CREATE_SLOT: &str = include_str!("sql/create_slot.sql");
 const PUBLICATION_EXISTS: &str = include_str!("sql/publication_exists.sql");
 const SLOT_STATUS: &str = include_str!("sql/slot_status.sql");
+const RELAY_SLOTS: &str = include_str!("sql/relay_slots.sql");
 
 /// The output plugin the stream decodes.
 pub const OUTPUT_PLUGIN: &str = "pgoutput";
@@ -185,6 +186,8 @@ pub struct SlotStatus {
     pub slot: String,
     /// The position acknowledged to the server (`confirmed_flush_lsn`).
     pub confirmed_flush_lsn: Option<String>,
+    /// The same position as a byte offset (0 when unknown).
+    pub confirmed_position: u64,
     /// WAL written after the confirmed position, in bytes.
     pub lag_bytes: i64,
     /// WAL the slot keeps on disk, in bytes.
@@ -208,14 +211,34 @@ pub async fn slot_status(pool: &PgPool, slot: &SlotName) -> Result<Option<SlotSt
     else {
         return Ok(None);
     };
-    Ok(Some(SlotStatus {
-        slot: slot.as_str().to_owned(),
-        confirmed_flush_lsn: row.try_get("confirmed_flush_lsn")?,
+    slot_status_from_row(&row).map(Some)
+}
+
+/// Every slot of this database that streams a publication of the same name
+/// (the relay's slots), by name.
+///
+/// # Errors
+/// [`Error::Database`] when the statement fails.
+pub async fn relay_slots(pool: &PgPool) -> Result<Vec<SlotStatus>, Error> {
+    let rows = sqlx::query(RELAY_SLOTS).fetch_all(pool).await?;
+    rows.iter().map(slot_status_from_row).collect()
+}
+
+fn slot_status_from_row(row: &sqlx::postgres::PgRow) -> Result<SlotStatus, Error> {
+    let confirmed_flush_lsn: Option<String> = row.try_get("confirmed_flush_lsn")?;
+    let confirmed_position = row
+        .try_get::<Option<String>, _>("confirmed_position")?
+        .and_then(|text| text.parse::<u64>().ok())
+        .unwrap_or(0);
+    Ok(SlotStatus {
+        slot: row.try_get("slot_name")?,
+        confirmed_flush_lsn,
+        confirmed_position,
         lag_bytes: row.try_get("lag_bytes")?,
         retained_wal_bytes: row.try_get("retained_bytes")?,
         active: row.try_get("active")?,
         wal_status: row.try_get("wal_status")?,
-    }))
+    })
 }
 
 #[cfg(test)]

@@ -13,3 +13,4 @@ mod harness;
 mod relay;
 mod source;
 mod standby;
+mod status;

@@ -118,9 +118,18 @@ pub async fn execute(command: Command) -> Result<(), Error> {
             Ok(())
         }
         Command::Status { database, json } => {
-            let store = open_store(&database_url(&database)?).await?;
-            let status = store.status().await?;
-            status::print_status(&status, json)
+            let database_url = database_url(&database)?;
+            let (status, slots) = match &database_url {
+                DatabaseUrl::Postgres(url) => {
+                    let store = PostgresStore::connect(url).await?;
+                    (
+                        store.status().await?,
+                        crate::logical::relay_slots(store.pool()).await?,
+                    )
+                }
+                _ => (open_store(&database_url).await?.status().await?, Vec::new()),
+            };
+            status::print_status(&status, &slots, json)
         }
         Command::Replay {
             database,

@@ -72,11 +72,19 @@ pub(super) async fn run(
     let settings = relay_settings(relay_id, &config);
     let relay = Relay::new(Arc::clone(&store), publisher, settings)
         .with_wakeup(wakeup.clone())
-        .with_metrics(metrics)
+        .with_metrics(Arc::clone(&metrics))
         .with_publish_health(health);
     let relay = match logical {
-        Some((_, source)) => {
+        Some((postgres, source)) => {
             source.watch_commits(wakeup, stop.clone());
+            // Ends with the HTTP endpoint, on every way out of this function.
+            tokio::spawn(logical::report_slot(
+                postgres.pool().clone(),
+                source.slot().clone(),
+                Arc::clone(&source),
+                metrics,
+                http_stop.child_token(),
+            ));
             relay
                 .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>)
                 .with_lease_store(source as Arc<dyn LeaseStore>)

@@ -2,12 +2,22 @@
 //! leases, as text or JSON.
 
 use crate::Error;
+use crate::logical::SlotStatus;
 use crate::store::{LiveLease, OutboxStatus};
 
-pub(super) fn print_status(status: &OutboxStatus, json: bool) -> Result<(), Error> {
+/// Print `status` and the relay's replication `slots` (PostgreSQL; none
+/// elsewhere). JSON adds the field `slots` to the status object.
+pub(super) fn print_status(
+    status: &OutboxStatus,
+    slots: &[SlotStatus],
+    json: bool,
+) -> Result<(), Error> {
     if json {
-        let text = serde_json::to_string_pretty(status)?;
-        println!("{text}");
+        let mut value = serde_json::to_value(status)?;
+        if let serde_json::Value::Object(fields) = &mut value {
+            fields.insert("slots".to_owned(), serde_json::to_value(slots)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
     let oldest = match (status.oldest_pending_at, status.oldest_pending_age_seconds) {
@@ -49,6 +59,7 @@ pub(super) fn print_status(status: &OutboxStatus, json: bool) -> Result<(), Erro
             );
         }
     }
+    print_slots(slots);
     println!();
     if status.leases.is_empty() {
         println!("live leases:        none");
@@ -73,6 +84,26 @@ pub(super) fn print_status(status: &OutboxStatus, json: bool) -> Result<(), Erro
         }
     }
     Ok(())
+}
+
+/// The logical source's slots: position, lag and retained WAL.
+fn print_slots(slots: &[SlotStatus]) {
+    for slot in slots {
+        println!();
+        println!(
+            "replication slot {}: {}, confirmed {}, lag {} bytes, retained WAL {} bytes{}",
+            slot.slot,
+            if slot.active { "streaming" } else { "idle" },
+            slot.confirmed_flush_lsn.as_deref().unwrap_or("-"),
+            slot.lag_bytes,
+            slot.retained_wal_bytes,
+            if slot.wal_status.is_empty() {
+                String::new()
+            } else {
+                format!(", wal_status {}", slot.wal_status)
+            }
+        );
+    }
 }
 
 /// Leases grouped by owner, owners by name, each owner's by partition.
