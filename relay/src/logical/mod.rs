@@ -11,6 +11,7 @@
 //! - `table_path.rs`: the failure path, through the table.
 //! - `source.rs`: [`LogicalSource`], the event source and the stream lease.
 //! - `monitor.rs`: the slot's gauges on `/metrics`.
+//! - `retention.rs`: deleting streamed events once the slot confirmed them.
 //!
 //! **Acknowledgement.** Happy path: no row is written. An event is settled
 //! when the broker acknowledged it, or when it was durably recorded in the
@@ -29,6 +30,7 @@ mod acknowledgements;
 mod monitor;
 mod pgoutput;
 mod received;
+mod retention;
 mod slot;
 mod source;
 mod stream;
@@ -37,6 +39,7 @@ mod table_path;
 use sqlx::PgPool;
 
 pub use monitor::{SLOT_REPORT_INTERVAL, report_slot};
+pub use retention::{run_logical_retention, run_logical_retention_pass};
 pub use slot::{
     DEFAULT_SLOT, OUTPUT_PLUGIN, SlotName, SlotStatus, check_prerequisites, check_wal_level,
     ensure_slot_and_publication, relay_slots, slot_status,
@@ -47,10 +50,11 @@ use crate::Error;
 
 const ENSURE_STREAM_LEASE: &str = include_str!("sql/ensure_stream_lease.sql");
 const CREATE_TABLE_OWNED_INDEX: &str = include_str!("sql/create_table_owned_index.sql");
+const CREATE_CHECKPOINTS: &str = include_str!("sql/create_checkpoints.sql");
 
 /// Check that the database can stream, then create what the logical source
 /// needs when it is missing: the publication, the slot, the stream's lease
-/// row and the index of the failure path. Run on a migrated database.
+/// row, the index of the failure path and the retention checkpoints. Run on a migrated database.
 ///
 /// # Errors
 /// [`Error::Logical`] for a server, role or slot that cannot stream;
@@ -59,5 +63,6 @@ pub async fn prepare(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
     check_prerequisites(pool, slot).await?;
     sqlx::query(ENSURE_STREAM_LEASE).execute(pool).await?;
     sqlx::query(CREATE_TABLE_OWNED_INDEX).execute(pool).await?;
+    sqlx::query(CREATE_CHECKPOINTS).execute(pool).await?;
     ensure_slot_and_publication(pool, slot).await
 }

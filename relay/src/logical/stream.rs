@@ -207,12 +207,24 @@ async fn run_session(
             }
         }
     }
-    // Report the last confirmed position before closing.
-    client.update_applied_lsn(Lsn::from_u64(*positions.borrow()));
+    let last_position = *positions.borrow();
+    report_last_position(&client, last_position).await;
     if let Err(error) = client.shutdown().await {
         tracing::debug!(%error, "closing the replication stream");
     }
     Ok(())
+}
+
+/// Confirm `position` and wait (a couple of status intervals at most) for
+/// the server to be told, so that a graceful stop does not have the next
+/// holder publish again what this one settled last.
+async fn report_last_position(client: &ReplicationClient, position: u64) {
+    client.update_applied_lsn(Lsn::from_u64(position));
+    let metrics = client.metrics();
+    let deadline = tokio::time::Instant::now() + 2 * STATUS_INTERVAL;
+    while metrics.last_applied_lsn().as_u64() < position && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// The transaction being received.

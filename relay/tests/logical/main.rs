@@ -11,6 +11,7 @@ mod cli;
 mod failures;
 mod harness;
 mod relay;
+mod retention;
 mod source;
 mod standby;
 mod status;

@@ -69,7 +69,13 @@ pub(super) async fn run(
 
     let stop = CancellationToken::new();
     let wakeup = Wakeup::new();
-    let settings = relay_settings(relay_id, &config);
+    let mut settings = relay_settings(relay_id, &config);
+    // Under the logical source, published events stay `pending`: its own
+    // retention deletes them once the slot has confirmed them.
+    let logical_retention = match &logical {
+        Some(_) => settings.retention.take(),
+        None => None,
+    };
     let relay = Relay::new(Arc::clone(&store), publisher, settings)
         .with_wakeup(wakeup.clone())
         .with_metrics(Arc::clone(&metrics))
@@ -85,6 +91,15 @@ pub(super) async fn run(
                 metrics,
                 http_stop.child_token(),
             ));
+            if let Some(retention) = logical_retention {
+                tokio::spawn(logical::run_logical_retention(
+                    postgres.pool().clone(),
+                    Arc::clone(&store) as Arc<dyn OperatorStore>,
+                    source.slot().clone(),
+                    retention,
+                    http_stop.child_token(),
+                ));
+            }
             relay
                 .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>)
                 .with_lease_store(source as Arc<dyn LeaseStore>)
