@@ -196,12 +196,14 @@ impl LogicalSource {
                 relay_id: &relay_id,
                 lease_token,
             };
-            let held = table_path::hold_events(self.pool(), writer, &to_hold).await?;
-            tracing::info!(
-                held,
-                "streamed events held behind failed events of their aggregates"
-            );
-            if held == to_hold.len() as u64 {
+            // Durably the table path's now (or already): the stream may move
+            // past them. With the lease lost, they stay unsettled.
+            if let Some(held) = table_path::hold_events(self.pool(), writer, &to_hold).await? {
+                tracing::info!(
+                    held,
+                    events = to_hold.len(),
+                    "streamed events held behind failed events of their aggregates"
+                );
                 self.received.settle(&to_hold);
             }
         }
@@ -287,8 +289,8 @@ impl EventSource for LogicalSource {
             };
             let recorded = table_path::record_failures(self.pool(), writer, failures).await?;
             // Durably recorded: the stream may move past them.
-            self.received.settle(&recorded);
-            Ok(recorded.len() as u64)
+            self.received.settle(&recorded.settled);
+            Ok(recorded.updated)
         })
     }
 

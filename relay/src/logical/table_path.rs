@@ -80,20 +80,23 @@ pub(crate) async fn fetch_table_owned(
         .map_err(Error::from)
 }
 
-/// Hand `ids` to the table path; returns the rows held.
+/// Hand `ids` to the table path. Returns `None` when the stream's lease is
+/// lost (nothing was written), else the rows newly held.
 pub(crate) async fn hold_events(
     pool: &PgPool,
     writer: Writer<'_>,
     ids: &[i64],
-) -> Result<u64, Error> {
-    let result = sqlx::query(HOLD_EVENTS)
+) -> Result<Option<i64>, Error> {
+    let row = sqlx::query(HOLD_EVENTS)
         .bind(writer.relay_id)
         .bind(writer.lease_token)
         .bind(ids.to_vec())
         .bind(HELD_NOTE)
-        .execute(pool)
+        .fetch_one(pool)
         .await?;
-    Ok(result.rows_affected())
+    let lease_held: i64 = row.try_get("lease_held")?;
+    let held: i64 = row.try_get("held")?;
+    Ok((lease_held > 0).then_some(held))
 }
 
 /// Mark the table path's `ids` published; returns the rows marked.
@@ -111,27 +114,41 @@ pub(crate) async fn mark_table_owned_published(
     Ok(result.rows_affected())
 }
 
-/// Record each failure in one transaction; returns the ids recorded (a
-/// failure of an event whose row did not match is not recorded).
+/// What [`record_failures`] did.
+#[derive(Debug, Default)]
+pub(crate) struct RecordedFailures {
+    /// Rows updated.
+    pub(crate) updated: u64,
+    /// Events the table now accounts for (updated, or no longer pending):
+    /// all of them, unless the lease was lost.
+    pub(crate) settled: Vec<i64>,
+}
+
+/// Record each failure in one transaction.
 pub(crate) async fn record_failures(
     pool: &PgPool,
     writer: Writer<'_>,
     failures: &[FailedAttempt],
-) -> Result<Vec<i64>, Error> {
+) -> Result<RecordedFailures, Error> {
     let mut transaction = pool.begin().await?;
-    let mut recorded = Vec::with_capacity(failures.len());
+    let mut recorded = RecordedFailures::default();
     for failure in failures {
-        let result = sqlx::query(RECORD_FAILURE)
+        let row = sqlx::query(RECORD_FAILURE)
             .bind(writer.relay_id)
             .bind(writer.lease_token)
             .bind(failure.id)
             .bind(&failure.error)
             .bind(failure.retry_in.map(|delay| delay.as_secs_f64()))
-            .execute(&mut *transaction)
+            .fetch_one(&mut *transaction)
             .await?;
-        if result.rows_affected() > 0 {
-            recorded.push(failure.id);
+        let lease_held: i64 = row.try_get("lease_held")?;
+        if lease_held == 0 {
+            // Lost: nothing written, nothing settled.
+            return Ok(RecordedFailures::default());
         }
+        let updated: i64 = row.try_get("updated")?;
+        recorded.updated += u64::try_from(updated).unwrap_or(0);
+        recorded.settled.push(failure.id);
     }
     transaction.commit().await?;
     Ok(recorded)

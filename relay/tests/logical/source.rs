@@ -82,5 +82,63 @@ async fn events_arrive_in_commit_order_and_the_slot_waits_for_every_earlier_tran
         .release_leases("relay-a", &leases)
         .await
         .expect("release");
-    tokio::time::sleep(Duration::ZERO).await;
+}
+
+/// A failure recorded before a restart: the transaction is streamed again,
+/// the failed event's copy is settled by what the table already says (its
+/// error kept), and the slot moves once the rest is published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_recorded_before_a_restart_does_not_hold_the_slot_after_it() {
+    let database = LogicalDatabase::new().await;
+    let source = database.source();
+    let leases = acquire(&source, "relay-a").await;
+    let mut transaction = database.db.pool().begin().await.expect("begin");
+    let connection = transaction.acquire().await.expect("connection");
+    let failed = insert_event(connection, "t", "a-1", 1).await;
+    let flowing = insert_event(connection, "t", "b-1", 1).await;
+    transaction.commit().await.expect("commit");
+    assert_eq!(fetch_at_least(&source, 2).await.len(), 2);
+    let failure = outbox_relay::store::FailedAttempt {
+        id: failed,
+        partition_no: 0,
+        error: "rejected by the broker".to_owned(),
+        retry_in: Some(Duration::from_secs(3600)),
+    };
+    assert_eq!(
+        source
+            .record_failures("relay-a", 1, &leases, &[failure])
+            .await
+            .expect("record"),
+        1
+    );
+    let before = database.confirmed_flush().await;
+    source
+        .release_leases("relay-a", &leases)
+        .await
+        .expect("release");
+
+    let leases = acquire(&source, "relay-a").await;
+    let fetched = fetch_at_least(&source, 1).await;
+    let ids: Vec<i64> = fetched.iter().map(|claimed| claimed.event.id).collect();
+    assert_eq!(ids, vec![flowing], "the failed event waits for its retry");
+    source
+        .mark_published("relay-a", 1, &leases, &[flowing])
+        .await
+        .expect("mark");
+    assert_eq!(source.unsettled_events(), 0);
+    assert!(
+        wait_until(WAIT, || async { database.confirmed_flush().await > before }).await,
+        "the slot moves past the transaction"
+    );
+    let error: Option<String> =
+        sqlx::query_scalar("SELECT last_error FROM outbox_events WHERE id = $1")
+            .bind(failed)
+            .fetch_one(database.db.pool())
+            .await
+            .expect("failed row");
+    assert_eq!(error.as_deref(), Some("rejected by the broker"));
+    source
+        .release_leases("relay-a", &leases)
+        .await
+        .expect("release");
 }
