@@ -7,6 +7,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
 
 use super::acknowledgements::{AcknowledgementTracker, WalPosition};
 use crate::store::ClaimedEvent;
@@ -35,6 +36,9 @@ pub(crate) struct Received {
     confirmed: watch::Sender<WalPosition>,
     /// Raised when events are settled, so a full buffer reads on.
     room: Notify,
+    /// Since when the stream has failed to open, without a session started
+    /// since.
+    failing_since: Mutex<Option<Instant>>,
 }
 
 impl Default for Received {
@@ -44,6 +48,7 @@ impl Default for Received {
             wakeup: Mutex::default(),
             confirmed: watch::Sender::new(0),
             room: Notify::new(),
+            failing_since: Mutex::default(),
         }
     }
 }
@@ -135,6 +140,31 @@ impl Received {
     /// Follow the position to confirm.
     pub(crate) fn confirmed_positions(&self) -> watch::Receiver<WalPosition> {
         self.confirmed.subscribe()
+    }
+
+    /// A session failed or could not start.
+    pub(crate) fn note_stream_failed(&self) {
+        self.failing_since
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get_or_insert_with(Instant::now);
+    }
+
+    /// Forget past failures: a session started (the server accepted
+    /// `START_REPLICATION`), or the stream starts anew.
+    pub(crate) fn clear_stream_failure(&self) {
+        *self
+            .failing_since
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+    }
+
+    /// How long the stream has failed to open, if it has.
+    pub(crate) fn failing_for(&self) -> Option<std::time::Duration> {
+        self.failing_since
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .map(|since| since.elapsed())
     }
 
     /// Raise `wakeup` whenever events arrive.

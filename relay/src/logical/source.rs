@@ -47,6 +47,9 @@ pub struct LogicalSource {
     running: tokio::sync::Mutex<Option<RunningStream>>,
     /// The writer of the running stream, for writes made while fetching.
     writer: Mutex<Option<(String, i64)>>,
+    /// When this relay last gave the lease up because its stream would not
+    /// open.
+    gave_up_at: Mutex<Option<tokio::time::Instant>>,
 }
 
 impl LogicalSource {
@@ -68,6 +71,7 @@ impl LogicalSource {
             received: Arc::new(Received::default()),
             running: tokio::sync::Mutex::new(None),
             writer: Mutex::new(None),
+            gave_up_at: Mutex::new(None),
         })
     }
 
@@ -111,6 +115,7 @@ impl LogicalSource {
             stop_stream(previous).await;
         }
         let stop = CancellationToken::new();
+        self.received.clear_stream_failure();
         let task = tokio::spawn(stream_while_leased(
             self.pool().clone(),
             self.target.clone(),
@@ -149,6 +154,46 @@ impl LogicalSource {
             );
             stop_stream(stream).await;
         }
+    }
+
+    /// Whether the stream has failed to open for longer than a lease: the
+    /// server refuses this relay's replication connection (its host, a
+    /// full `max_wal_senders`, ...).
+    fn stream_is_stuck(&self, lease_duration: Duration) -> bool {
+        self.received
+            .failing_for()
+            .is_some_and(|failing_for| failing_for > lease_duration)
+    }
+
+    /// Give the stream's lease up so another relay can try, and sit out
+    /// acquisitions for a lease.
+    async fn give_up(&self, relay_id: &str, lease: &Lease) -> Result<(), Error> {
+        tracing::warn!(
+            slot = %self.slot,
+            lease_token = lease.lease_token,
+            "the replication stream has not opened for a whole lease; giving the stream's lease \
+             up so another relay can stream"
+        );
+        self.stop_stream_of(Some(std::slice::from_ref(lease))).await;
+        self.received.clear_stream_failure();
+        *self
+            .gave_up_at
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(tokio::time::Instant::now());
+        sqlx::query(RELEASE_STREAM_LEASE)
+            .bind(relay_id)
+            .bind(lease.lease_token)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// Whether this relay gave the lease up less than `lease_duration` ago.
+    fn in_give_up_pause(&self, lease_duration: Duration) -> bool {
+        self.gave_up_at
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .is_some_and(|at| at.elapsed() < lease_duration)
     }
 
     /// Whether `leases` hold the running stream's lease.
@@ -335,6 +380,9 @@ impl LeaseStore for LogicalSource {
                     .fetch_optional(self.pool())
                     .await?;
                 match token {
+                    Some(_) if self.stream_is_stuck(ttl) => {
+                        self.give_up(relay_id, lease).await?;
+                    }
                     Some(_) => renewed.push(*lease),
                     None => self.stop_stream_of(Some(std::slice::from_ref(lease))).await,
                 }
@@ -350,7 +398,7 @@ impl LeaseStore for LogicalSource {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Vec<Lease>, Error>> {
         Box::pin(async move {
-            if limit < 1 {
+            if limit < 1 || self.in_give_up_pause(ttl) {
                 return Ok(Vec::new());
             }
             let token: Option<i64> = sqlx::query_scalar(ACQUIRE_STREAM_LEASE)

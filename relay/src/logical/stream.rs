@@ -144,6 +144,7 @@ pub(crate) async fn stream_while_leased(
         match run_session(&pool, &target, &slot, &received, lease_token, &stop).await {
             Ok(()) => break,
             Err(error) => {
+                received.note_stream_failed();
                 tracing::warn!(
                     slot = %slot,
                     %error,
@@ -180,6 +181,12 @@ async fn run_session(
     let mut client = ReplicationClient::connect(config)
         .await
         .map_err(|error| Error::Logical(format!("replication stream: {error}")))?;
+    tokio::select! {
+        () = stop.cancelled() => return Ok(()),
+        started = client.wait_started() => started
+            .map_err(|error| Error::Logical(format!("replication stream: {error}")))?,
+    }
+    received.clear_stream_failure();
     tracing::info!(slot = %slot, lease_token, confirmed = %Lsn::from_u64(confirmed), "streaming from the slot");
     let mut positions = received.confirmed_positions();
     let mut session = SessionState::default();

@@ -15,3 +15,4 @@ mod retention;
 mod source;
 mod standby;
 mod status;
+mod stuck_stream;
