@@ -29,7 +29,8 @@
 //! - `OUTBOX_BENCH_LATENCY_RATE` / `--latency-rate`: events/s of the latency
 //!   run (1000); `OUTBOX_BENCH_LATENCY_SECS` / `--latency-secs` (10).
 //! - `OUTBOX_BENCH_KAFKA_PARTITIONS` / `--kafka-partitions` (4).
-//! - `OUTBOX_BENCH_ONLY` / `--only`: `store`, `kafka` or `rabbitmq`.
+//! - `OUTBOX_BENCH_ONLY` / `--only`: `store`, `kafka`, `rabbitmq` or
+//!   `logical` (the drain with `--source logical` on both brokers).
 //! - `OUTBOX_TEST_POSTGRES_URL`, `OUTBOX_TEST_KAFKA_BROKERS`,
 //!   `OUTBOX_TEST_AMQP_URL`: the services, as for the tests.
 //! - `RUST_LOG`: the relay's log (to stderr), `warn` by default.
@@ -38,6 +39,7 @@ mod cpu;
 mod drain;
 mod events;
 mod latency;
+mod logical;
 mod raw;
 mod scenarios;
 mod store_only;
@@ -166,6 +168,9 @@ async fn main() {
     }
     if settings.runs("rabbitmq") {
         figures.push(rabbitmq_scenarios(&settings).await);
+    }
+    if settings.runs("logical") {
+        logical::logical_scenarios(&settings).await;
     }
     print_summary(&settings, &mut figures);
     if !store_results.is_empty() {

@@ -1,0 +1,179 @@
+//! The relay's drain with `--source logical`: the same pre-enqueued events,
+//! committed after the slot was created, streamed from the WAL and
+//! published without a write per event. Timed from `relay.run` being
+//! spawned until the acknowledgement that settles the last event.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use outbox_relay::commands::relay_settings;
+use outbox_relay::logical::{LogicalSource, SlotName, prepare};
+use outbox_relay::publish::Publisher;
+use outbox_relay::store::{
+    ClaimedEvent, EventSource, FailedAttempt, Lease, LeaseStore, OutboxStore, PostgresStore,
+};
+use outbox_relay::{Relay, RelayConfig, Wakeup};
+use outbox_testkit::{ReplicationSlotGuard, unique_slot_name};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::{enqueue_all, unique_name};
+use crate::targets::{
+    amqp_target, create_database, create_topic, delete_topic, kafka_publisher, rabbitmq_publisher,
+    warm_up,
+};
+use crate::{DRAIN_TIMEOUT, Settings};
+
+/// Counts the events the source settled on acknowledgement.
+struct CountingSource {
+    inner: Arc<LogicalSource>,
+    settled: AtomicU64,
+    reached: Notify,
+    target: u64,
+}
+
+impl EventSource for CountingSource {
+    fn fetch_pending<'a>(
+        &'a self,
+        partition_count: i32,
+        partitions: &'a [i32],
+        exclude: &'a [i64],
+        hold_dead: bool,
+        limit: i64,
+    ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, outbox_relay::Error>> {
+        self.inner
+            .fetch_pending(partition_count, partitions, exclude, hold_dead, limit)
+    }
+
+    fn mark_published<'a>(
+        &'a self,
+        relay_id: &'a str,
+        partition_count: i32,
+        leases: &'a [Lease],
+        ids: &'a [i64],
+    ) -> BoxFuture<'a, Result<u64, outbox_relay::Error>> {
+        Box::pin(async move {
+            let settled = self
+                .inner
+                .mark_published(relay_id, partition_count, leases, ids)
+                .await?;
+            if self.settled.fetch_add(settled, Ordering::SeqCst) + settled >= self.target {
+                self.reached.notify_one();
+            }
+            Ok(settled)
+        })
+    }
+
+    fn record_failures<'a>(
+        &'a self,
+        relay_id: &'a str,
+        partition_count: i32,
+        leases: &'a [Lease],
+        failures: &'a [FailedAttempt],
+    ) -> BoxFuture<'a, Result<u64, outbox_relay::Error>> {
+        self.inner
+            .record_failures(relay_id, partition_count, leases, failures)
+    }
+
+    fn watch_commits(&self, wakeup: Wakeup, stop: CancellationToken) {
+        self.inner.watch_commits(wakeup, stop);
+    }
+}
+
+/// Drain `settings.events` pre-enqueued events to `target` through the
+/// logical source; returns events/s.
+async fn logical_drain(
+    settings: &Settings,
+    publisher: Arc<dyn Publisher>,
+    target: &str,
+    batch_size: u32,
+) -> (f64, Duration) {
+    let database = create_database().await;
+    let slot_name = unique_slot_name("outbox_bench");
+    let slot_guard = ReplicationSlotGuard::new(&database.url, &slot_name);
+    let store = Arc::new(PostgresStore::connect(&database.url).await.expect("store"));
+    let slot = SlotName::parse(&slot_name).expect("slot name");
+    prepare(store.pool(), &slot)
+        .await
+        .expect("prepare the slot");
+    enqueue_all(settings, &database.pool, target).await;
+    warm_up(publisher.as_ref(), settings, target).await;
+
+    let source = Arc::new(
+        LogicalSource::new(Arc::clone(&store), &database.url, slot).expect("logical source"),
+    );
+    let counting = Arc::new(CountingSource {
+        inner: Arc::clone(&source),
+        settled: AtomicU64::new(0),
+        reached: Notify::new(),
+        target: settings.events,
+    });
+    let config = RelayConfig {
+        batch_size,
+        ..RelayConfig::default()
+    };
+    let stop = CancellationToken::new();
+    let wakeup = Wakeup::new();
+    counting.watch_commits(wakeup.clone(), stop.clone());
+    let relay = Relay::new(
+        store as Arc<dyn OutboxStore>,
+        publisher,
+        relay_settings(unique_name("relay"), &config),
+    )
+    .with_wakeup(wakeup)
+    .with_event_source(Arc::clone(&counting) as Arc<dyn EventSource>)
+    .with_lease_store(source as Arc<dyn LeaseStore>);
+    let started = Instant::now();
+    let task = tokio::spawn(relay.run(stop.clone()));
+    let reached = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while counting.settled.load(Ordering::SeqCst) < settings.events {
+            counting.reached.notified().await;
+        }
+    })
+    .await;
+    let elapsed = started.elapsed();
+    assert!(
+        reached.is_ok(),
+        "logical drain timed out: {} of {} settled",
+        counting.settled.load(Ordering::SeqCst),
+        settings.events
+    );
+    stop.cancel();
+    let _ = task.await;
+    drop(slot_guard);
+    database.drop_database().await;
+    (settings.events as f64 / elapsed.as_secs_f64(), elapsed)
+}
+
+/// The logical drains on Kafka and RabbitMQ, one per batch size.
+pub(crate) async fn logical_scenarios(settings: &Settings) {
+    println!("== Logical source (--source logical), PostgreSQL -> Kafka and RabbitMQ");
+    for &batch_size in &settings.batch_sizes {
+        let topic = create_topic(settings, "logical").await;
+        let (rate, elapsed) =
+            logical_drain(settings, kafka_publisher(settings), &topic, batch_size).await;
+        println!(
+            "  Kafka, batch_size {batch_size}: {rate:.0} events/s ({} events in {:.2} s)",
+            settings.events,
+            elapsed.as_secs_f64()
+        );
+        delete_topic(settings, &topic).await;
+
+        let target = amqp_target("logical").await;
+        let (rate, elapsed) = logical_drain(
+            settings,
+            rabbitmq_publisher(settings),
+            &target.exchange,
+            batch_size,
+        )
+        .await;
+        println!(
+            "  RabbitMQ, batch_size {batch_size}: {rate:.0} events/s ({} events in {:.2} s)",
+            settings.events,
+            elapsed.as_secs_f64()
+        );
+        target.remove().await;
+    }
+}
