@@ -31,7 +31,7 @@ const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
 const SLOT_CONFIRMED_POSITION: &str = include_str!("sql/slot_confirmed_position.sql");
 
 /// The session settings the stream's values are decoded with.
-const SESSION_OPTIONS: &str = "-c datestyle=ISO -c timezone=UTC -c extra_float_digits=3";
+const SESSION_OPTIONS: &str = "-c datestyle=ISO -c timezone=UTC";
 
 /// How to reach the server for replication, from the database URL.
 #[derive(Clone)]

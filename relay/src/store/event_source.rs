@@ -8,7 +8,10 @@
 //! Another source (a stream of committed inserts, for instance) plugs into
 //! [`Relay`](crate::Relay) with
 //! [`Relay::with_event_source`](crate::Relay::with_event_source) and keeps
-//! the batch loop as it is, as long as it keeps the contract below.
+//! the batch loop as it is, as long as it keeps the contract below. A
+//! source with its own unit of work (the logical source's one replication
+//! stream) also brings the leases of that unit, with
+//! [`Relay::with_lease_store`](crate::Relay::with_lease_store).
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
