@@ -50,6 +50,8 @@ pub struct LogicalSource {
     /// When this relay last gave the lease up because its stream would not
     /// open.
     gave_up_at: Mutex<Option<tokio::time::Instant>>,
+    /// Ids handed out from the table path, not yet settled.
+    from_table: Mutex<HashSet<i64>>,
 }
 
 impl LogicalSource {
@@ -72,6 +74,7 @@ impl LogicalSource {
             running: tokio::sync::Mutex::new(None),
             writer: Mutex::new(None),
             gave_up_at: Mutex::new(None),
+            from_table: Mutex::new(HashSet::new()),
         })
     }
 
@@ -92,6 +95,12 @@ impl LogicalSource {
 
     fn pool(&self) -> &PgPool {
         self.store.pool()
+    }
+
+    fn lock_from_table(&self) -> std::sync::MutexGuard<'_, HashSet<i64>> {
+        self.from_table
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn current_writer(&self) -> Option<(String, i64)> {
@@ -283,6 +292,10 @@ impl EventSource for LogicalSource {
             } else {
                 table_path::fetch_table_owned(self.pool(), hold_dead, limit, exclude).await?
             };
+            if !events.is_empty() {
+                self.lock_from_table()
+                    .extend(events.iter().map(|claimed| claimed.event.id));
+            }
             let room = limit_events.saturating_sub(events.len());
             events.extend(self.fetch_streamed(&parked, exclude, room).await?);
             Ok(events)
@@ -300,9 +313,22 @@ impl EventSource for LogicalSource {
             let Some((relay_id, lease_token)) = self.holds_stream(leases) else {
                 return Ok(0);
             };
+            // A row fetched from the table is marked there, even when a copy
+            // of it streamed again after a restart is unsettled too.
             let (streamed, table_owned): (Vec<i64>, Vec<i64>) = {
                 let state = self.received.lock();
-                ids.iter().partition(|id| state.tracker.is_unsettled(**id))
+                let mut from_table = self.lock_from_table();
+                let streamed = ids
+                    .iter()
+                    .copied()
+                    .filter(|id| state.tracker.is_unsettled(*id))
+                    .collect();
+                let table_owned = ids
+                    .iter()
+                    .copied()
+                    .filter(|id| from_table.remove(id) || !state.tracker.is_unsettled(*id))
+                    .collect();
+                (streamed, table_owned)
             };
             let mut marked = self.received.settle(&streamed);
             if !table_owned.is_empty() {
@@ -313,7 +339,7 @@ impl EventSource for LogicalSource {
                 marked += table_path::mark_table_owned_published(self.pool(), writer, &table_owned)
                     .await?;
             }
-            Ok(marked)
+            Ok(marked.min(ids.len() as u64))
         })
     }
 
@@ -332,6 +358,12 @@ impl EventSource for LogicalSource {
                 relay_id: &relay_id,
                 lease_token,
             };
+            {
+                let mut from_table = self.lock_from_table();
+                for failure in failures {
+                    from_table.remove(&failure.id);
+                }
+            }
             let recorded = table_path::record_failures(self.pool(), writer, failures).await?;
             // Durably recorded: the stream may move past them.
             self.received.settle(&recorded.settled);
