@@ -12,8 +12,12 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use outbox_relay::publish::{PublishFailure, Publisher};
 use outbox_relay::store::{DeadSelector, EventSource, LeaseStore, OperatorStore, OutboxStore};
-use outbox_relay::{OutboundEvent, Relay, RelayConfig, RetryConfig, Wakeup};
+use outbox_relay::{
+    DeadLetterConfig, DeadLetterPolicy, DispatchTotals, OutboundEvent, Relay, RelayConfig,
+    RetryConfig, Wakeup,
+};
 use sqlx::Acquire;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::harness::{LogicalDatabase, WAIT, insert_event};
@@ -24,11 +28,12 @@ const FLOWING: &str = "flowing";
 const EVENTS_PER_AGGREGATE: u64 = 3;
 
 /// Records what it publishes; rejects the `FAILING` aggregate while
-/// `reject` is set.
+/// `reject` is set (only its first event with `first_only`).
 #[derive(Default)]
 struct RejectingPublisher {
     published: Mutex<Vec<OutboundEvent>>,
     reject: AtomicBool,
+    first_only: AtomicBool,
 }
 
 impl RejectingPublisher {
@@ -57,7 +62,12 @@ impl Publisher for RejectingPublisher {
         let outcomes = events
             .iter()
             .map(|event| {
-                if event.aggregate_id == FAILING && self.reject.load(Ordering::SeqCst) {
+                let rejected_sequence =
+                    !self.first_only.load(Ordering::SeqCst) || sequence_of(event) == 0;
+                if event.aggregate_id == FAILING
+                    && self.reject.load(Ordering::SeqCst)
+                    && rejected_sequence
+                {
                     return Err(PublishFailure::Rejected("refused by the test".to_owned()));
                 }
                 self.published
@@ -75,12 +85,16 @@ impl Publisher for RejectingPublisher {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rejected_event_is_retried_held_and_repaired_as_with_polling() {
-    let database = LogicalDatabase::new().await;
+/// The relay on the logical source with `publisher`, under `policy`.
+fn start_relay(
+    database: &LogicalDatabase,
+    publisher: &Arc<RejectingPublisher>,
+    policy: DeadLetterPolicy,
+) -> (
+    CancellationToken,
+    JoinHandle<Result<DispatchTotals, outbox_relay::Error>>,
+) {
     let source = database.source();
-    let publisher = Arc::new(RejectingPublisher::default());
-    publisher.reject.store(true, Ordering::SeqCst);
     let config = RelayConfig {
         batch_size: 50,
         lease_duration: Duration::from_secs(2),
@@ -93,6 +107,7 @@ async fn a_rejected_event_is_retried_held_and_repaired_as_with_polling() {
             max_attempts: 3,
             jitter: false,
         },
+        dead_letter: DeadLetterConfig { policy },
         ..RelayConfig::default()
     };
     let settings = outbox_relay::commands::relay_settings("relay-failures".to_owned(), &config);
@@ -101,15 +116,18 @@ async fn a_rejected_event_is_retried_held_and_repaired_as_with_polling() {
     source.watch_commits(wakeup.clone(), stop.clone());
     let relay = Relay::new(
         Arc::clone(&database.store) as Arc<dyn OutboxStore>,
-        Arc::clone(&publisher) as Arc<dyn Publisher>,
+        Arc::clone(publisher) as Arc<dyn Publisher>,
         settings,
     )
     .with_wakeup(wakeup)
     .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>)
-    .with_lease_store(Arc::clone(&source) as Arc<dyn LeaseStore>);
-    let running = tokio::spawn(relay.run(stop.clone()));
+    .with_lease_store(source as Arc<dyn LeaseStore>);
+    (stop.clone(), tokio::spawn(relay.run(stop)))
+}
 
-    // Each transaction: the next event of both aggregates.
+/// Each transaction: the next event of both aggregates. Returns a WAL
+/// position past them all.
+async fn write_events(database: &LogicalDatabase) -> u64 {
     for sequence in 0..EVENTS_PER_AGGREGATE {
         let mut transaction = database.db.pool().begin().await.expect("begin");
         let connection = transaction.acquire().await.expect("connection");
@@ -117,21 +135,53 @@ async fn a_rejected_event_is_retried_held_and_repaired_as_with_polling() {
         insert_event(connection, "t", FLOWING, sequence).await;
         transaction.commit().await.expect("commit");
     }
-    let written_up_to = database.current_wal_position().await;
+    database.current_wal_position().await
+}
+
+async fn count(database: &LogicalDatabase, condition: &str) -> i64 {
+    database
+        .db
+        .count(&format!(
+            "SELECT COUNT(*) FROM outbox_events WHERE {condition}"
+        ))
+        .await
+}
+
+/// The flowing aggregate is published, the failing one's first event is
+/// dead after three attempts, and the slot has moved past everything.
+async fn first_event_dead_and_slot_past(
+    database: &LogicalDatabase,
+    publisher: &RejectingPublisher,
+    written_up_to: u64,
+) -> bool {
+    publisher.published(FLOWING).len() == EVENTS_PER_AGGREGATE as usize
+        && count(database, "state = 'dead' AND attempts = 3").await == 1
+        && database.confirmed_flush().await >= written_up_to
+}
+
+fn failing_aggregate() -> DeadSelector {
+    DeadSelector::Aggregate {
+        aggregate_type: "shipment".to_owned(),
+        aggregate_id: FAILING.to_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_event_is_retried_held_and_repaired_as_with_polling() {
+    let database = LogicalDatabase::new().await;
+    let publisher = Arc::new(RejectingPublisher::default());
+    publisher.reject.store(true, Ordering::SeqCst);
+    let (stop, running) = start_relay(&database, &publisher, DeadLetterPolicy::Hold);
+    let written_up_to = write_events(&database).await;
 
     let settled = wait_until(WAIT, || async {
-        publisher.published(FLOWING).len() == EVENTS_PER_AGGREGATE as usize
-            && database
-                .db
-                .count("SELECT COUNT(*) FROM outbox_events WHERE state = 'dead' AND attempts = 3")
-                .await
-                == 1
-            && database
-                .db
-                .count("SELECT COUNT(*) FROM outbox_events WHERE state = 'pending' AND attempts = 0 AND last_error IS NOT NULL")
-                .await
+        first_event_dead_and_slot_past(&database, &publisher, written_up_to).await
+            && count(
+                &database,
+                "state = 'pending' AND attempts = 0 AND last_error IS NOT NULL",
+            )
+            .await
                 == (EVENTS_PER_AGGREGATE - 1) as i64
-            && database.confirmed_flush().await >= written_up_to
     })
     .await;
     assert!(
@@ -146,10 +196,11 @@ async fn a_rejected_event_is_retried_held_and_repaired_as_with_polling() {
         "held behind the dead event"
     );
     assert_eq!(
-        database
-            .db
-            .count("SELECT COUNT(*) FROM outbox_events WHERE aggregate_id = 'flowing' AND (state <> 'pending' OR last_error IS NOT NULL)")
-            .await,
+        count(
+            &database,
+            "aggregate_id = 'flowing' AND (state <> 'pending' OR last_error IS NOT NULL)"
+        )
+        .await,
         0,
         "published events of the stream are not written"
     );
@@ -158,18 +209,16 @@ async fn a_rejected_event_is_retried_held_and_repaired_as_with_polling() {
     publisher.reject.store(false, Ordering::SeqCst);
     let retried = database
         .store
-        .retry_dead(&DeadSelector::Aggregate {
-            aggregate_type: "shipment".to_owned(),
-            aggregate_id: FAILING.to_owned(),
-        })
+        .retry_dead(&failing_aggregate())
         .await
         .expect("dead retry");
     assert_eq!(retried, 1);
     let repaired = wait_until(WAIT, || async {
-        database
-            .db
-            .count("SELECT COUNT(*) FROM outbox_events WHERE aggregate_id = 'failing' AND state = 'published'")
-            .await
+        count(
+            &database,
+            "aggregate_id = 'failing' AND state = 'published'",
+        )
+        .await
             == EVENTS_PER_AGGREGATE as i64
     })
     .await;
@@ -182,5 +231,73 @@ async fn a_rejected_event_is_retried_held_and_repaired_as_with_polling() {
     assert!(
         published.windows(2).all(|pair| pair[0] < pair[1]),
         "in order: {published:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_discard_releases_the_held_events_of_the_logical_source() {
+    let database = LogicalDatabase::new().await;
+    let publisher = Arc::new(RejectingPublisher::default());
+    publisher.reject.store(true, Ordering::SeqCst);
+    let (stop, running) = start_relay(&database, &publisher, DeadLetterPolicy::Hold);
+    let written_up_to = write_events(&database).await;
+    assert!(
+        wait_until(WAIT, || async {
+            first_event_dead_and_slot_past(&database, &publisher, written_up_to).await
+        })
+        .await,
+        "the first event goes dead"
+    );
+    publisher.reject.store(false, Ordering::SeqCst);
+    let discarded = database
+        .store
+        .discard_dead(&failing_aggregate())
+        .await
+        .expect("dead discard");
+    assert_eq!(discarded, 1);
+    let released = wait_until(WAIT, || async {
+        publisher.published(FAILING) == vec![1, 2]
+    })
+    .await;
+    stop.cancel();
+    running.await.expect("relay task").expect("relay run");
+    assert!(released, "published {:?}", publisher.published(FAILING));
+    assert_eq!(
+        count(
+            &database,
+            "aggregate_id = 'failing' AND state = 'published'"
+        )
+        .await,
+        2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_the_skip_policy_later_events_pass_a_dead_one_on_the_logical_source() {
+    let database = LogicalDatabase::new().await;
+    let publisher = Arc::new(RejectingPublisher::default());
+    publisher.reject.store(true, Ordering::SeqCst);
+    publisher.first_only.store(true, Ordering::SeqCst);
+    let (stop, running) = start_relay(&database, &publisher, DeadLetterPolicy::Skip);
+    let written_up_to = write_events(&database).await;
+    assert!(
+        wait_until(WAIT, || async {
+            first_event_dead_and_slot_past(&database, &publisher, written_up_to).await
+        })
+        .await,
+        "the first event goes dead"
+    );
+    // The later events, held while it was retried, pass the dead one.
+    let passed = wait_until(WAIT, || async {
+        publisher.published(FAILING) == vec![1, 2]
+    })
+    .await;
+    stop.cancel();
+    running.await.expect("relay task").expect("relay run");
+    assert!(passed, "published {:?}", publisher.published(FAILING));
+    assert_eq!(
+        count(&database, "state = 'dead'").await,
+        1,
+        "the dead event stays"
     );
 }
