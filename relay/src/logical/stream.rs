@@ -21,9 +21,12 @@ use super::slot::SlotName;
 use crate::Error;
 use crate::store::ClaimedEvent;
 
-/// How often the stream tells the server its confirmed position (and how
-/// long it waits at most for data before it does).
-const STATUS_INTERVAL: Duration = Duration::from_secs(1);
+/// Shortest pause between two reports of the confirmed position: what a
+/// killed relay had settled in the last one is published again by the next.
+const STATUS_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Longest wait for data before the stream reports anyway.
+const IDLE_WAKEUP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The longest pause between two attempts to open the stream.
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
@@ -105,7 +108,7 @@ impl StreamTarget {
         .with_port(url.port().unwrap_or(5432))
         .with_tls(tls)
         .with_status_interval(STATUS_INTERVAL)
-        .with_wakeup_interval(STATUS_INTERVAL)
+        .with_wakeup_interval(IDLE_WAKEUP_INTERVAL)
         .with_options(SESSION_OPTIONS)
         .with_application_name("outbox-relay");
         Ok(StreamTarget { config })
@@ -196,7 +199,7 @@ async fn run_session(
                 () = stop.cancelled() => break,
                 _ = positions.changed() => client.update_applied_lsn(Lsn::from_u64(*positions.borrow_and_update())),
                 () = received.room_made() => {}
-                () = tokio::time::sleep(STATUS_INTERVAL) => {}
+                () = tokio::time::sleep(IDLE_WAKEUP_INTERVAL) => {}
             }
             continue;
         }
@@ -228,7 +231,7 @@ async fn run_session(
 async fn report_last_position(client: &ReplicationClient, position: u64) {
     client.update_applied_lsn(Lsn::from_u64(position));
     let metrics = client.metrics();
-    let deadline = tokio::time::Instant::now() + 2 * STATUS_INTERVAL;
+    let deadline = tokio::time::Instant::now() + IDLE_WAKEUP_INTERVAL;
     while metrics.last_applied_lsn().as_u64() < position && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

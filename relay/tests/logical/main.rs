@@ -8,6 +8,7 @@
 mod support;
 
 mod cli;
+mod crash;
 mod failures;
 mod harness;
 mod relay;
