@@ -2,6 +2,7 @@
 //! is old enough and the slot has confirmed a checkpoint taken after its
 //! transaction; failed events and events the slot has not passed stay.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use outbox_relay::RetentionSettings;
@@ -11,6 +12,10 @@ use sqlx::Acquire;
 
 use crate::harness::{LogicalDatabase, WAIT, acquire, fetch_at_least, insert_event};
 use crate::support::process::wait_until;
+
+/// Passes made while waiting for a checkpoint that an unsettled event
+/// keeps the slot from confirming.
+const PASSES_BEHIND_AN_UNSETTLED_EVENT: usize = 5;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_events_are_deleted_once_the_slot_confirmed_a_later_checkpoint() {
@@ -22,15 +27,23 @@ async fn streamed_events_are_deleted_once_the_slot_confirmed_a_later_checkpoint(
         interval: Duration::ZERO,
         batch_size: 2,
     };
+    let deleted = AtomicU64::new(0);
     let pass = || async {
-        run_logical_retention_pass(
+        let rows = run_logical_retention_pass(
             database.store.pool(),
             database.store.as_ref(),
             &database.slot,
             &settings,
         )
         .await
-        .expect("retention pass")
+        .expect("retention pass");
+        deleted.fetch_add(rows, Ordering::SeqCst)
+    };
+    let rows_left = || async {
+        sqlx::query_scalar::<_, i64>("SELECT id FROM outbox_events ORDER BY id")
+            .fetch_all(database.db.pool())
+            .await
+            .expect("rows left")
     };
 
     let mut transaction = database.db.pool().begin().await.expect("begin");
@@ -40,7 +53,8 @@ async fn streamed_events_are_deleted_once_the_slot_confirmed_a_later_checkpoint(
         ids.push(insert_event(connection, "t", &format!("a-{sequence}"), sequence).await);
     }
     transaction.commit().await.expect("commit");
-    assert_eq!(pass().await, 0, "nothing is settled yet");
+    pass().await;
+    assert_eq!(rows_left().await, ids, "nothing is settled yet");
 
     // Three published, one rejected and recorded for a retry.
     assert_eq!(fetch_at_least(&source, 4).await.len(), 4);
@@ -59,34 +73,48 @@ async fn streamed_events_are_deleted_once_the_slot_confirmed_a_later_checkpoint(
         .record_failures("relay-retention", 1, &leases, &[failure])
         .await
         .expect("record failure");
-    // An event committed after the checkpoint, published too.
-    let mut later = database.db.pool().begin().await.expect("begin");
-    let connection = later.acquire().await.expect("connection");
-    let later_id = insert_event(connection, "t", "b-1", 9).await;
-    later.commit().await.expect("commit");
-    assert_eq!(fetch_at_least(&source, 1).await.len(), 1);
-    source
-        .mark_published("relay-retention", 1, &leases, &[later_id])
-        .await
-        .expect("mark");
-
-    let checkpoint: i64 = database
-        .db
-        .count("SELECT (MIN(wal_position) - '0/0'::pg_lsn)::bigint FROM outbox_stream_checkpoints")
-        .await;
+    // Each pass takes a checkpoint; transactions of other databases can
+    // hold a checkpoint's snapshot back, so a later one may be the first
+    // to cover these rows.
     assert!(
         wait_until(WAIT, || async {
-            database.confirmed_flush().await >= checkpoint as u64
+            pass().await;
+            deleted.load(Ordering::SeqCst) == 3
         })
         .await,
-        "the slot confirms the checkpoint"
+        "the three published events are deleted"
     );
-    assert_eq!(pass().await, 3, "the three published before the checkpoint");
-    let left: Vec<i64> = sqlx::query_scalar("SELECT id FROM outbox_events ORDER BY id")
-        .fetch_all(database.db.pool())
+    assert_eq!(rows_left().await, vec![failed[0]], "the failed event stays");
+
+    // An event streamed and not settled: the slot cannot confirm past it,
+    // so no checkpoint after it ever covers it.
+    let mut later = database.db.pool().begin().await.expect("begin");
+    let connection = later.acquire().await.expect("connection");
+    let unsettled = insert_event(connection, "t", "b-1", 9).await;
+    later.commit().await.expect("commit");
+    assert_eq!(fetch_at_least(&source, 1).await.len(), 1);
+    for _ in 0..PASSES_BEHIND_AN_UNSETTLED_EVENT {
+        pass().await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(
+        rows_left().await,
+        vec![failed[0], unsettled],
+        "kept while unsettled"
+    );
+    source
+        .mark_published("relay-retention", 1, &leases, &[unsettled])
         .await
-        .expect("rows left");
-    assert_eq!(left, vec![failed[0], later_id]);
+        .expect("mark");
+    assert!(
+        wait_until(WAIT, || async {
+            pass().await;
+            deleted.load(Ordering::SeqCst) == 4
+        })
+        .await,
+        "deleted once settled and confirmed"
+    );
+    assert_eq!(rows_left().await, vec![failed[0]]);
     source
         .release_leases("relay-retention", &leases)
         .await
