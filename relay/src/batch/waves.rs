@@ -52,20 +52,18 @@ pub(crate) fn split_events_into_waves(events: Vec<OutboundEvent>) -> Vec<Vec<Out
 pub(crate) fn split_into_topic_runs(batch: Vec<ClaimedEvent>) -> Vec<Vec<ClaimedEvent>> {
     // Per aggregate: its current wave and the topic of its last event.
     let mut runs: HashMap<AggregateKey, (usize, String)> = HashMap::new();
-    place_in_waves(batch, |claimed| {
-        match runs.entry(aggregate_key(claimed)) {
-            Entry::Vacant(vacant) => {
-                vacant.insert((0, claimed.event.topic.clone()));
-                0
+    place_in_waves(batch, |claimed| match runs.entry(aggregate_key(claimed)) {
+        Entry::Vacant(vacant) => {
+            vacant.insert((0, claimed.event.topic.clone()));
+            0
+        }
+        Entry::Occupied(mut occupied) => {
+            let (wave, topic) = occupied.get_mut();
+            if *topic != claimed.event.topic {
+                *wave += 1;
+                topic.clone_from(&claimed.event.topic);
             }
-            Entry::Occupied(mut occupied) => {
-                let (wave, topic) = occupied.get_mut();
-                if *topic != claimed.event.topic {
-                    *wave += 1;
-                    topic.clone_from(&claimed.event.topic);
-                }
-                *wave
-            }
+            *wave
         }
     })
 }

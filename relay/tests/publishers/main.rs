@@ -263,7 +263,11 @@ async fn a_failure_before_sending_holds_its_aggregate_s_later_events<T: Target>(
             outcomes[held]
         );
     }
-    assert_eq!((&outcomes[3], &outcomes[5]), (&Ok(()), &Ok(())), "other aggregate");
+    assert_eq!(
+        (&outcomes[3], &outcomes[5]),
+        (&Ok(()), &Ok(())),
+        "other aggregate"
+    );
 
     let delivered = target.read(3).await;
     let arrived: HashSet<&str> = delivered

@@ -14,8 +14,8 @@ use super::client::RelayProducer;
 use super::headers::kafka_headers;
 use super::topics::check_topic_name;
 use crate::OutboundEvent;
-use crate::publish::{AggregateHolds, PublishFailure};
 use crate::publish::cloudevent::CloudEvent;
+use crate::publish::{AggregateHolds, PublishFailure};
 
 /// Extra time, past `message.timeout.ms`, before the publisher stops waiting
 /// for a delivery report librdkafka should have produced by then.
