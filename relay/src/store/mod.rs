@@ -19,8 +19,8 @@ mod leases;
 mod mysql;
 mod operator;
 mod postgres;
-mod returning;
 pub(crate) mod rows;
+mod sql_store;
 mod sqlite;
 mod types;
 

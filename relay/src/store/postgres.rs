@@ -5,13 +5,20 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::PgPool;
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgQueryResult, PgRow};
+use sqlx::{PgPool, Postgres};
 use tokio_util::sync::CancellationToken;
 
-use super::returning::returning_statements;
-use super::rows::direct_store_row;
-use super::{ACQUIRE_TIMEOUT, POOL_SIZE};
+use super::rows::{direct_store_row, seconds};
+use super::sql_store::Param::{
+    AfterId, EventId, EventIds, ExcludedIds, HoldDead, LastError, Leases, Limit, OlderThan,
+    PartitionCount, Partitions, RelayId, RetryDelay, SelectedAggregateId, SelectedAggregateType,
+    SelectedEventId, Since, TimeToLive, Topic, Until,
+};
+use super::sql_store::{
+    Bound, Dialect, LeaseStatements, RowsAffected, SqlStore, Statement, Statements,
+    fetch_pending_values,
+};
 use crate::Error;
 use crate::wakeup::{NOTIFY_CHANNEL, Wakeup};
 
@@ -34,38 +41,137 @@ const FETCH_PENDING: &str = include_str!("sql/postgres/fetch_pending.sql");
 const MARK_SETTINGS: &[&str] = &["SET LOCAL synchronous_commit = off"];
 
 /// The relay's store on PostgreSQL.
-#[derive(Debug, Clone)]
-pub struct PostgresStore {
-    pool: PgPool,
+pub type PostgresStore = SqlStore<PostgresDialect>;
+
+/// What sets PostgreSQL apart: arrays and `timestamptz` binds, durations in
+/// seconds, settings for the fetch and the mark, `NOTIFY` on commits.
+#[derive(Debug, Clone, Copy)]
+pub struct PostgresDialect;
+
+/// The statements of `store/sql/postgres/`, with their numbered
+/// placeholders' values in order.
+const STATEMENTS: Statements = Statements {
+    partition_count: Statement::new(include_str!("sql/postgres/partition_count.sql"), &[]),
+    heartbeat_upsert: Statement::new(
+        include_str!("sql/postgres/heartbeat_upsert.sql"),
+        &[RelayId, TimeToLive],
+    ),
+    heartbeat_forget_dead: Statement::new(
+        include_str!("sql/postgres/heartbeat_forget_dead.sql"),
+        &[],
+    ),
+    live_relays: Statement::new(include_str!("sql/postgres/live_relays.sql"), &[]),
+    deregister: Statement::new(include_str!("sql/postgres/deregister.sql"), &[RelayId]),
+    leases: LeaseStatements::Returning {
+        renew: Statement::new(
+            include_str!("sql/postgres/renew_leases.sql"),
+            &[RelayId, TimeToLive, Leases],
+        ),
+        acquire: Statement::new(
+            include_str!("sql/postgres/acquire_leases.sql"),
+            &[RelayId, TimeToLive, Limit],
+        ),
+    },
+    release_leases: Statement::new(
+        include_str!("sql/postgres/release_leases.sql"),
+        &[RelayId, Leases],
+    ),
+    fetch_pending: Statement::new(
+        FETCH_PENDING,
+        &[PartitionCount, Partitions, HoldDead, Limit, ExcludedIds],
+    ),
+    mark_published: Statement::new(
+        include_str!("sql/postgres/mark_published.sql"),
+        &[RelayId, PartitionCount, Leases, EventIds],
+    ),
+    record_failure: Statement::new(
+        include_str!("sql/postgres/record_failure.sql"),
+        &[
+            RelayId,
+            PartitionCount,
+            Leases,
+            EventId,
+            LastError,
+            RetryDelay,
+        ],
+    ),
+    delete_published: Statement::new(
+        include_str!("sql/postgres/delete_published.sql"),
+        &[OlderThan, Limit],
+    ),
+    backlog: Statement::new(include_str!("sql/postgres/backlog.sql"), &[]),
+    status: Statement::new(include_str!("sql/postgres/status.sql"), &[]),
+    status_topics: Statement::new(include_str!("sql/postgres/status_topics.sql"), &[]),
+    status_leases: Statement::new(include_str!("sql/postgres/status_leases.sql"), &[]),
+    database_time: Statement::new(include_str!("sql/postgres/database_time.sql"), &[]),
+    topic_exists: Statement::new(include_str!("sql/postgres/topic_exists.sql"), &[Topic]),
+    fetch_published: Statement::new(
+        include_str!("sql/postgres/fetch_published.sql"),
+        &[Topic, Since, Until, AfterId, Limit],
+    ),
+    list_dead: Statement::new(
+        include_str!("sql/postgres/list_dead.sql"),
+        &[
+            SelectedEventId,
+            SelectedAggregateType,
+            SelectedAggregateId,
+            Limit,
+        ],
+    ),
+    retry_dead: Statement::new(
+        include_str!("sql/postgres/retry_dead.sql"),
+        &[SelectedEventId, SelectedAggregateType, SelectedAggregateId],
+    ),
+    discard_dead: Statement::new(
+        include_str!("sql/postgres/discard_dead.sql"),
+        &[SelectedEventId, SelectedAggregateType, SelectedAggregateId],
+    ),
+};
+
+impl Dialect for PostgresDialect {
+    type Database = Postgres;
+
+    const STATEMENTS: &'static Statements = &STATEMENTS;
+    const FETCH_SETTINGS: &'static [&'static str] = FETCH_SETTINGS;
+    const MARK_SETTINGS: &'static [&'static str] = MARK_SETTINGS;
+    /// Not a cached prepared statement: the database plans each fetch with
+    /// its actual values.
+    const PLAN_EACH_FETCH: bool = true;
+
+    fn connect_options(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
+        PgConnectOptions::from_str(url)
+    }
+
+    /// Integer lists bind as arrays.
+    fn partition_list(partitions: &[i32]) -> Bound<Postgres> {
+        Box::new(partitions.to_vec())
+    }
+
+    fn id_list(ids: &[i64]) -> Bound<Postgres> {
+        Box::new(ids.to_vec())
+    }
+
+    /// Times bind as `timestamptz`.
+    fn time(time: DateTime<Utc>) -> Bound<Postgres> {
+        Box::new(time)
+    }
+
+    /// Durations bind as seconds (`make_interval(secs => $n)`).
+    fn duration(duration: Duration) -> Bound<Postgres> {
+        Box::new(seconds(duration))
+    }
+
+    /// Seconds, NULL for a dead event.
+    fn retry_delay(retry_in: Option<Duration>) -> Bound<Postgres> {
+        Box::new(retry_in.map(seconds))
+    }
+
+    fn watch_commits(pool: &PgPool, wakeup: Wakeup, stop: CancellationToken) {
+        listen_for_commits(pool, wakeup, stop);
+    }
 }
 
-impl PostgresStore {
-    /// A store over `pool`.
-    pub fn new(pool: PgPool) -> Self {
-        PostgresStore { pool }
-    }
-
-    /// Connect to the `postgres://` URL `url`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidDatabaseUrl`] for options sqlx rejects;
-    /// [`Error::Database`] when the database cannot be reached.
-    pub async fn connect(url: &str) -> Result<Self, Error> {
-        let options =
-            PgConnectOptions::from_str(url).map_err(|error| super::invalid_url(url, error))?;
-        let pool = PgPoolOptions::new()
-            .max_connections(POOL_SIZE)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_with(options)
-            .await?;
-        Ok(PostgresStore::new(pool))
-    }
-
-    /// The pool.
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
+impl SqlStore<PostgresDialect> {
     /// The plan PostgreSQL chooses for the batch loop's fetch, with the
     /// fetch's own settings, as `EXPLAIN (FORMAT JSON)` gives it: for
     /// operators looking into slow fetches, and for the test that keeps the
@@ -80,36 +186,36 @@ impl PostgresStore {
         hold_dead: bool,
         limit: i64,
     ) -> Result<serde_json::Value, Error> {
-        let mut transaction = self.pool.begin().await?;
+        let values = fetch_pending_values::<PostgresDialect>(
+            partition_count,
+            partitions,
+            &[],
+            hold_dead,
+            limit,
+        );
+        let arguments = values.arguments(&STATEMENTS.fetch_pending)?;
+        let mut transaction = self.pool().begin().await?;
         for setting in FETCH_SETTINGS {
             sqlx::query(*setting).execute(&mut *transaction).await?;
         }
         let explain = format!("EXPLAIN (FORMAT JSON) {FETCH_PENDING}");
-        let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
-            .persistent(false)
-            .bind(partition_count)
-            .bind(partitions.to_vec())
-            .bind(hold_dead)
-            .bind(limit)
-            .bind(Vec::<i64>::new())
-            .fetch_one(&mut *transaction)
-            .await?;
+        let plan: serde_json::Value =
+            sqlx::query_scalar_with(sqlx::AssertSqlSafe(explain), arguments)
+                .persistent(false)
+                .fetch_one(&mut *transaction)
+                .await?;
         transaction.rollback().await?;
         Ok(plan)
     }
 }
 
+impl RowsAffected for PgQueryResult {
+    fn rows_affected(&self) -> u64 {
+        PgQueryResult::rows_affected(self)
+    }
+}
+
 direct_store_row!(PgRow);
-
-/// Integer lists bind as arrays.
-fn integer_array<T: Copy>(values: &[T]) -> Vec<T> {
-    values.to_vec()
-}
-
-/// Times bind as `timestamptz`.
-fn timestamptz(time: DateTime<Utc>) -> DateTime<Utc> {
-    time
-}
 
 /// A trigger on `outbox_events` sends `NOTIFY outbox_events` once per
 /// inserting statement: listen on it until `stop`, reconnecting after
@@ -156,13 +262,3 @@ async fn pause(stop: &CancellationToken) {
         () = tokio::time::sleep(Duration::from_secs(1)) => {}
     }
 }
-
-returning_statements!(
-    PostgresStore,
-    "postgres",
-    integer_array,
-    timestamptz,
-    FETCH_SETTINGS,
-    MARK_SETTINGS,
-    listen_for_commits
-);

@@ -3,11 +3,12 @@
 //! the same way everywhere.
 
 use std::collections::BTreeMap;
+use std::fmt::Display;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Row;
+use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use super::{
     ClaimedEvent, DeadEvent, DeadSelector, Lease, LiveLease, OutboxBacklog, OutboxStatus,
@@ -15,25 +16,81 @@ use super::{
 };
 use crate::OutboundEvent;
 
-/// A result row of any backend, read by column name.
-pub(crate) trait StoreRow: Row {
+/// A column of a result row: its name, or its position from 0 (for the
+/// one column of a statement that returns a single value).
+#[derive(Debug, Clone, Copy)]
+pub enum Column<'a> {
+    /// The column of this name.
+    Named(&'a str),
+    /// The column at this position.
+    At(usize),
+}
+
+impl<'a> From<&'a str> for Column<'a> {
+    fn from(name: &'a str) -> Self {
+        Column::Named(name)
+    }
+}
+
+impl From<usize> for Column<'_> {
+    fn from(position: usize) -> Self {
+        Column::At(position)
+    }
+}
+
+impl Display for Column<'_> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Column::Named(name) => formatter.write_str(name),
+            Column::At(position) => write!(formatter, "{position}"),
+        }
+    }
+}
+
+impl Column<'_> {
+    /// The value of this column of `row`, decoded as `T`.
+    pub(crate) fn get<'r, R, T>(self, row: &'r R) -> Result<T, sqlx::Error>
+    where
+        R: Row,
+        for<'n> &'n str: ColumnIndex<R>,
+        usize: ColumnIndex<R>,
+        T: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        match self {
+            Column::Named(name) => row.try_get(name),
+            Column::At(position) => row.try_get(position),
+        }
+    }
+}
+
+/// A result row of any backend, read by column name or position.
+pub trait StoreRow: Row {
     /// A text column.
-    fn text(&self, column: &str) -> Result<String, sqlx::Error>;
+    fn text<'c>(&self, column: impl Into<Column<'c>>) -> Result<String, sqlx::Error>;
     /// A nullable text column.
-    fn optional_text(&self, column: &str) -> Result<Option<String>, sqlx::Error>;
+    fn optional_text<'c>(
+        &self,
+        column: impl Into<Column<'c>>,
+    ) -> Result<Option<String>, sqlx::Error>;
     /// An `INTEGER` column.
-    fn int(&self, column: &str) -> Result<i32, sqlx::Error>;
+    fn int<'c>(&self, column: impl Into<Column<'c>>) -> Result<i32, sqlx::Error>;
     /// A `BIGINT` column.
-    fn bigint(&self, column: &str) -> Result<i64, sqlx::Error>;
+    fn bigint<'c>(&self, column: impl Into<Column<'c>>) -> Result<i64, sqlx::Error>;
     /// A nullable `BIGINT` column.
-    fn optional_bigint(&self, column: &str) -> Result<Option<i64>, sqlx::Error>;
+    fn optional_bigint<'c>(
+        &self,
+        column: impl Into<Column<'c>>,
+    ) -> Result<Option<i64>, sqlx::Error>;
     /// A UTC time column.
-    fn time(&self, column: &str) -> Result<DateTime<Utc>, sqlx::Error>;
+    fn time<'c>(&self, column: impl Into<Column<'c>>) -> Result<DateTime<Utc>, sqlx::Error>;
     /// A nullable UTC time column.
-    fn optional_time(&self, column: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error>;
-    /// A partition number computed in SQL (`partition_key % n`), which some
-    /// backends type as `BIGINT`.
-    fn partition_no(&self, column: &str) -> Result<i32, sqlx::Error> {
+    fn optional_time<'c>(
+        &self,
+        column: impl Into<Column<'c>>,
+    ) -> Result<Option<DateTime<Utc>>, sqlx::Error>;
+    /// An integer computed in SQL (a partition number `partition_key % n`,
+    /// a partition count), which some backends type as `BIGINT`.
+    fn computed_int<'c>(&self, column: impl Into<Column<'c>>) -> Result<i32, sqlx::Error> {
         self.int(column)
     }
 }
@@ -43,29 +100,47 @@ pub(crate) trait StoreRow: Row {
 macro_rules! direct_store_row {
     ($row:ty) => {
         impl $crate::store::rows::StoreRow for $row {
-            fn text(&self, column: &str) -> Result<String, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn optional_text(&self, column: &str) -> Result<Option<String>, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn int(&self, column: &str) -> Result<i32, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn bigint(&self, column: &str) -> Result<i64, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn optional_bigint(&self, column: &str) -> Result<Option<i64>, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn time(&self, column: &str) -> Result<chrono::DateTime<chrono::Utc>, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn optional_time(
+            fn text<'c>(
                 &self,
-                column: &str,
+                column: impl Into<$crate::store::rows::Column<'c>>,
+            ) -> Result<String, sqlx::Error> {
+                column.into().get(self)
+            }
+            fn optional_text<'c>(
+                &self,
+                column: impl Into<$crate::store::rows::Column<'c>>,
+            ) -> Result<Option<String>, sqlx::Error> {
+                column.into().get(self)
+            }
+            fn int<'c>(
+                &self,
+                column: impl Into<$crate::store::rows::Column<'c>>,
+            ) -> Result<i32, sqlx::Error> {
+                column.into().get(self)
+            }
+            fn bigint<'c>(
+                &self,
+                column: impl Into<$crate::store::rows::Column<'c>>,
+            ) -> Result<i64, sqlx::Error> {
+                column.into().get(self)
+            }
+            fn optional_bigint<'c>(
+                &self,
+                column: impl Into<$crate::store::rows::Column<'c>>,
+            ) -> Result<Option<i64>, sqlx::Error> {
+                column.into().get(self)
+            }
+            fn time<'c>(
+                &self,
+                column: impl Into<$crate::store::rows::Column<'c>>,
+            ) -> Result<chrono::DateTime<chrono::Utc>, sqlx::Error> {
+                column.into().get(self)
+            }
+            fn optional_time<'c>(
+                &self,
+                column: impl Into<$crate::store::rows::Column<'c>>,
             ) -> Result<Option<chrono::DateTime<chrono::Utc>>, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
+                column.into().get(self)
             }
         }
     };
@@ -114,7 +189,7 @@ pub(crate) fn outbound_from_row<R: StoreRow>(row: &R) -> Result<OutboundEvent, s
 
 pub(crate) fn claimed_from_row<R: StoreRow>(row: &R) -> Result<ClaimedEvent, sqlx::Error> {
     Ok(ClaimedEvent {
-        partition_no: row.partition_no("partition_no")?,
+        partition_no: row.computed_int("partition_no")?,
         event: outbound_from_row(row)?,
     })
 }
