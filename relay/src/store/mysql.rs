@@ -8,15 +8,14 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use chrono::{DateTime, NaiveDateTime, Utc};
+use chrono::{DateTime, Utc};
 use sqlx::MySql;
-use sqlx::mysql::{MySqlConnectOptions, MySqlQueryResult, MySqlRow};
+use sqlx::mysql::{MySqlConnectOptions, MySqlQueryResult};
 
-use super::rows::{Column, StoreRow, integers_json};
 use super::sql_store::Param::{
-    AfterId, Dead, EventId, EventIds, ExcludedIds, HoldDead, LastError, Leases, Limit, OlderThan,
-    PartitionCount, Partitions, RelayId, RetryDelay, SelectedAggregateId, SelectedAggregateType,
-    SelectedEventId, Since, TimeToLive, Topic, Until,
+    self, AfterId, Dead, EventId, EventIds, ExcludedIds, HoldDead, LastError, Leases, Limit,
+    OlderThan, PartitionCount, Partitions, RelayId, RetryDelay, SelectedAggregateId,
+    SelectedAggregateType, SelectedEventId, Since, TimeToLive, Topic, Until,
 };
 use super::sql_store::{
     Bound, Dialect, LeaseStatements, RowsAffected, SqlStore, Statement, Statements,
@@ -27,9 +26,9 @@ use crate::Error;
 /// The relay's store on MySQL / MariaDB.
 pub type MySqlStore = SqlStore<MySqlDialect>;
 
-/// What sets MySQL / MariaDB apart: positional placeholders, JSON for
-/// integer lists (`JSON_TABLE`), `DATETIME` in UTC, durations in
-/// microseconds, and leases changed by an update and a select.
+/// What sets MySQL / MariaDB apart: positional placeholders, `DATETIME` in
+/// UTC, durations in microseconds, and leases changed by an update and a
+/// select. Integer lists bind as JSON (`JSON_TABLE`).
 #[derive(Debug, Clone, Copy)]
 pub struct MySqlDialect;
 
@@ -123,7 +122,7 @@ const STATEMENTS: Statements = Statements {
 const FETCH_PENDING: &str = include_str!("sql/mysql/fetch_pending.sql");
 
 /// The dead-event filters, each `NULL` test taking its value again.
-const SELECTOR: &[super::sql_store::Param] = &[
+const SELECTOR: &[Param] = &[
     SelectedEventId,
     SelectedEventId,
     SelectedAggregateType,
@@ -135,25 +134,11 @@ impl Dialect for MySqlDialect {
     type Database = MySql;
 
     const STATEMENTS: &'static Statements = &STATEMENTS;
-    /// A fetch runs with the connection's settings: `FORCE INDEX` keeps its
-    /// plan.
-    const FETCH_SETTINGS: &'static [&'static str] = &[];
-    /// A mark runs with the connection's settings.
-    const MARK_SETTINGS: &'static [&'static str] = &[];
     /// The fetch is prepared once: `FORCE INDEX` fixes its plan.
     const PLAN_EACH_FETCH: bool = false;
 
     fn connect_options(url: &str) -> Result<MySqlConnectOptions, sqlx::Error> {
         MySqlConnectOptions::from_str(url)
-    }
-
-    /// Integer lists bind as JSON arrays (`JSON_TABLE`).
-    fn partition_list(partitions: &[i32]) -> Bound<MySql> {
-        Box::new(integers_json(partitions))
-    }
-
-    fn id_list(ids: &[i64]) -> Bound<MySql> {
-        Box::new(integers_json(ids))
     }
 
     /// `DATETIME` has no zone; the schema keeps it in UTC.
@@ -212,51 +197,5 @@ fn micros(duration: Duration) -> i64 {
 impl RowsAffected for MySqlQueryResult {
     fn rows_affected(&self) -> u64 {
         MySqlQueryResult::rows_affected(self)
-    }
-}
-
-impl StoreRow for MySqlRow {
-    fn text<'c>(&self, column: impl Into<Column<'c>>) -> Result<String, sqlx::Error> {
-        column.into().get(self)
-    }
-    fn optional_text<'c>(
-        &self,
-        column: impl Into<Column<'c>>,
-    ) -> Result<Option<String>, sqlx::Error> {
-        column.into().get(self)
-    }
-    fn int<'c>(&self, column: impl Into<Column<'c>>) -> Result<i32, sqlx::Error> {
-        column.into().get(self)
-    }
-    fn bigint<'c>(&self, column: impl Into<Column<'c>>) -> Result<i64, sqlx::Error> {
-        column.into().get(self)
-    }
-    fn optional_bigint<'c>(
-        &self,
-        column: impl Into<Column<'c>>,
-    ) -> Result<Option<i64>, sqlx::Error> {
-        column.into().get(self)
-    }
-    /// MariaDB's `DATETIME` has no zone; the schema keeps it in UTC.
-    fn time<'c>(&self, column: impl Into<Column<'c>>) -> Result<DateTime<Utc>, sqlx::Error> {
-        Ok(column.into().get::<_, NaiveDateTime>(self)?.and_utc())
-    }
-    fn optional_time<'c>(
-        &self,
-        column: impl Into<Column<'c>>,
-    ) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
-        Ok(column
-            .into()
-            .get::<_, Option<NaiveDateTime>>(self)?
-            .map(|time| time.and_utc()))
-    }
-    /// MariaDB types `partition_key % ?` and `COUNT(*)` as `BIGINT`.
-    fn computed_int<'c>(&self, column: impl Into<Column<'c>>) -> Result<i32, sqlx::Error> {
-        let column = column.into();
-        let value: i64 = column.get(self)?;
-        i32::try_from(value).map_err(|error| sqlx::Error::ColumnDecode {
-            index: column.to_string(),
-            source: Box::new(error),
-        })
     }
 }

@@ -5,19 +5,12 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::postgres::{PgConnectOptions, PgListener, PgQueryResult, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgQueryResult};
 use sqlx::{PgPool, Postgres};
 use tokio_util::sync::CancellationToken;
 
-use super::rows::{direct_store_row, seconds};
-use super::sql_store::Param::{
-    AfterId, EventId, EventIds, ExcludedIds, HoldDead, LastError, Leases, Limit, OlderThan,
-    PartitionCount, Partitions, RelayId, RetryDelay, SelectedAggregateId, SelectedAggregateType,
-    SelectedEventId, Since, TimeToLive, Topic, Until,
-};
 use super::sql_store::{
-    Bound, Dialect, LeaseStatements, RowsAffected, SqlStore, Statement, Statements,
-    fetch_pending_values,
+    Bound, Dialect, NumberedSql, RowsAffected, SqlStore, Statements, fetch_pending_values,
 };
 use crate::Error;
 use crate::wakeup::{NOTIFY_CHANNEL, Wakeup};
@@ -43,90 +36,36 @@ const MARK_SETTINGS: &[&str] = &["SET LOCAL synchronous_commit = off"];
 /// The relay's store on PostgreSQL.
 pub type PostgresStore = SqlStore<PostgresDialect>;
 
-/// What sets PostgreSQL apart: arrays and `timestamptz` binds, durations in
-/// seconds, settings for the fetch and the mark, `NOTIFY` on commits.
+/// What sets PostgreSQL apart: arrays and `timestamptz` binds, settings for
+/// the fetch and the mark, `NOTIFY` on commits.
 #[derive(Debug, Clone, Copy)]
 pub struct PostgresDialect;
 
-/// The statements of `store/sql/postgres/`, with their numbered
-/// placeholders' values in order.
-const STATEMENTS: Statements = Statements {
-    partition_count: Statement::new(include_str!("sql/postgres/partition_count.sql"), &[]),
-    heartbeat_upsert: Statement::new(
-        include_str!("sql/postgres/heartbeat_upsert.sql"),
-        &[RelayId, TimeToLive],
-    ),
-    heartbeat_forget_dead: Statement::new(
-        include_str!("sql/postgres/heartbeat_forget_dead.sql"),
-        &[],
-    ),
-    live_relays: Statement::new(include_str!("sql/postgres/live_relays.sql"), &[]),
-    deregister: Statement::new(include_str!("sql/postgres/deregister.sql"), &[RelayId]),
-    leases: LeaseStatements::Returning {
-        renew: Statement::new(
-            include_str!("sql/postgres/renew_leases.sql"),
-            &[RelayId, TimeToLive, Leases],
-        ),
-        acquire: Statement::new(
-            include_str!("sql/postgres/acquire_leases.sql"),
-            &[RelayId, TimeToLive, Limit],
-        ),
-    },
-    release_leases: Statement::new(
-        include_str!("sql/postgres/release_leases.sql"),
-        &[RelayId, Leases],
-    ),
-    fetch_pending: Statement::new(
-        FETCH_PENDING,
-        &[PartitionCount, Partitions, HoldDead, Limit, ExcludedIds],
-    ),
-    mark_published: Statement::new(
-        include_str!("sql/postgres/mark_published.sql"),
-        &[RelayId, PartitionCount, Leases, EventIds],
-    ),
-    record_failure: Statement::new(
-        include_str!("sql/postgres/record_failure.sql"),
-        &[
-            RelayId,
-            PartitionCount,
-            Leases,
-            EventId,
-            LastError,
-            RetryDelay,
-        ],
-    ),
-    delete_published: Statement::new(
-        include_str!("sql/postgres/delete_published.sql"),
-        &[OlderThan, Limit],
-    ),
-    backlog: Statement::new(include_str!("sql/postgres/backlog.sql"), &[]),
-    status: Statement::new(include_str!("sql/postgres/status.sql"), &[]),
-    status_topics: Statement::new(include_str!("sql/postgres/status_topics.sql"), &[]),
-    status_leases: Statement::new(include_str!("sql/postgres/status_leases.sql"), &[]),
-    database_time: Statement::new(include_str!("sql/postgres/database_time.sql"), &[]),
-    topic_exists: Statement::new(include_str!("sql/postgres/topic_exists.sql"), &[Topic]),
-    fetch_published: Statement::new(
-        include_str!("sql/postgres/fetch_published.sql"),
-        &[Topic, Since, Until, AfterId, Limit],
-    ),
-    list_dead: Statement::new(
-        include_str!("sql/postgres/list_dead.sql"),
-        &[
-            SelectedEventId,
-            SelectedAggregateType,
-            SelectedAggregateId,
-            Limit,
-        ],
-    ),
-    retry_dead: Statement::new(
-        include_str!("sql/postgres/retry_dead.sql"),
-        &[SelectedEventId, SelectedAggregateType, SelectedAggregateId],
-    ),
-    discard_dead: Statement::new(
-        include_str!("sql/postgres/discard_dead.sql"),
-        &[SelectedEventId, SelectedAggregateType, SelectedAggregateId],
-    ),
-};
+/// The statements of `store/sql/postgres/`.
+const STATEMENTS: Statements = Statements::numbered(NumberedSql {
+    partition_count: include_str!("sql/postgres/partition_count.sql"),
+    heartbeat_upsert: include_str!("sql/postgres/heartbeat_upsert.sql"),
+    heartbeat_forget_dead: include_str!("sql/postgres/heartbeat_forget_dead.sql"),
+    live_relays: include_str!("sql/postgres/live_relays.sql"),
+    deregister: include_str!("sql/postgres/deregister.sql"),
+    renew_leases: include_str!("sql/postgres/renew_leases.sql"),
+    acquire_leases: include_str!("sql/postgres/acquire_leases.sql"),
+    release_leases: include_str!("sql/postgres/release_leases.sql"),
+    fetch_pending: FETCH_PENDING,
+    mark_published: include_str!("sql/postgres/mark_published.sql"),
+    record_failure: include_str!("sql/postgres/record_failure.sql"),
+    delete_published: include_str!("sql/postgres/delete_published.sql"),
+    backlog: include_str!("sql/postgres/backlog.sql"),
+    status: include_str!("sql/postgres/status.sql"),
+    status_topics: include_str!("sql/postgres/status_topics.sql"),
+    status_leases: include_str!("sql/postgres/status_leases.sql"),
+    database_time: include_str!("sql/postgres/database_time.sql"),
+    topic_exists: include_str!("sql/postgres/topic_exists.sql"),
+    fetch_published: include_str!("sql/postgres/fetch_published.sql"),
+    list_dead: include_str!("sql/postgres/list_dead.sql"),
+    retry_dead: include_str!("sql/postgres/retry_dead.sql"),
+    discard_dead: include_str!("sql/postgres/discard_dead.sql"),
+});
 
 impl Dialect for PostgresDialect {
     type Database = Postgres;
@@ -134,9 +73,6 @@ impl Dialect for PostgresDialect {
     const STATEMENTS: &'static Statements = &STATEMENTS;
     const FETCH_SETTINGS: &'static [&'static str] = FETCH_SETTINGS;
     const MARK_SETTINGS: &'static [&'static str] = MARK_SETTINGS;
-    /// Not a cached prepared statement: the database plans each fetch with
-    /// its actual values.
-    const PLAN_EACH_FETCH: bool = true;
 
     fn connect_options(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
         PgConnectOptions::from_str(url)
@@ -147,6 +83,7 @@ impl Dialect for PostgresDialect {
         Box::new(partitions.to_vec())
     }
 
+    /// Integer lists bind as arrays.
     fn id_list(ids: &[i64]) -> Bound<Postgres> {
         Box::new(ids.to_vec())
     }
@@ -154,16 +91,6 @@ impl Dialect for PostgresDialect {
     /// Times bind as `timestamptz`.
     fn time(time: DateTime<Utc>) -> Bound<Postgres> {
         Box::new(time)
-    }
-
-    /// Durations bind as seconds (`make_interval(secs => $n)`).
-    fn duration(duration: Duration) -> Bound<Postgres> {
-        Box::new(seconds(duration))
-    }
-
-    /// Seconds, NULL for a dead event.
-    fn retry_delay(retry_in: Option<Duration>) -> Bound<Postgres> {
-        Box::new(retry_in.map(seconds))
     }
 
     fn watch_commits(pool: &PgPool, wakeup: Wakeup, stop: CancellationToken) {
@@ -214,8 +141,6 @@ impl RowsAffected for PgQueryResult {
         PgQueryResult::rows_affected(self)
     }
 }
-
-direct_store_row!(PgRow);
 
 /// A trigger on `outbox_events` sends `NOTIFY outbox_events` once per
 /// inserting statement: listen on it until `stop`, reconnecting after

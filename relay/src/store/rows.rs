@@ -1,9 +1,8 @@
-//! Row mapping and bind values shared by every backend. [`StoreRow`] hides
-//! how a backend decodes times and partition numbers; everything else maps
-//! the same way everywhere.
+//! Row mapping and bind values shared by every backend: [`StoreRow`] reads
+//! the columns of any backend's rows, and every row maps the same way
+//! everywhere.
 
 use std::collections::BTreeMap;
-use std::fmt::Display;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -38,28 +37,25 @@ impl From<usize> for Column<'_> {
     }
 }
 
-impl Display for Column<'_> {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Column::Named(name) => formatter.write_str(name),
-            Column::At(position) => write!(formatter, "{position}"),
-        }
-    }
-}
+/// A value type every backend decodes the same way: integers of any width
+/// that fits (MariaDB types `partition_key % ?` and `COUNT(*)` as
+/// `BIGINT`), times as UTC (MariaDB's `DATETIME` has no zone; the schema
+/// keeps it in UTC).
+pub trait Decodes<R: Row>: for<'r> Decode<'r, R::Database> + Type<R::Database> {}
 
-impl Column<'_> {
-    /// The value of this column of `row`, decoded as `T`.
-    pub(crate) fn get<'r, R, T>(self, row: &'r R) -> Result<T, sqlx::Error>
-    where
-        R: Row,
-        for<'n> &'n str: ColumnIndex<R>,
-        usize: ColumnIndex<R>,
-        T: Decode<'r, R::Database> + Type<R::Database>,
-    {
-        match self {
-            Column::Named(name) => row.try_get(name),
-            Column::At(position) => row.try_get(position),
-        }
+impl<R: Row, T: for<'r> Decode<'r, R::Database> + Type<R::Database>> Decodes<R> for T {}
+
+/// The value of `column` of `row`.
+fn value<'c, R, T>(row: &R, column: impl Into<Column<'c>>) -> Result<T, sqlx::Error>
+where
+    R: Row,
+    for<'n> &'n str: ColumnIndex<R>,
+    usize: ColumnIndex<R>,
+    T: Decodes<R>,
+{
+    match column.into() {
+        Column::Named(name) => row.try_get(name),
+        Column::At(position) => row.try_get(position),
     }
 }
 
@@ -88,64 +84,52 @@ pub trait StoreRow: Row {
         &self,
         column: impl Into<Column<'c>>,
     ) -> Result<Option<DateTime<Utc>>, sqlx::Error>;
-    /// An integer computed in SQL (a partition number `partition_key % n`,
-    /// a partition count), which some backends type as `BIGINT`.
-    fn computed_int<'c>(&self, column: impl Into<Column<'c>>) -> Result<i32, sqlx::Error> {
-        self.int(column)
-    }
 }
 
-/// [`StoreRow`] for a backend whose driver decodes every column type the
-/// store reads directly (PostgreSQL, SQLite).
-macro_rules! direct_store_row {
-    ($row:ty) => {
-        impl $crate::store::rows::StoreRow for $row {
-            fn text<'c>(
-                &self,
-                column: impl Into<$crate::store::rows::Column<'c>>,
-            ) -> Result<String, sqlx::Error> {
-                column.into().get(self)
-            }
-            fn optional_text<'c>(
-                &self,
-                column: impl Into<$crate::store::rows::Column<'c>>,
-            ) -> Result<Option<String>, sqlx::Error> {
-                column.into().get(self)
-            }
-            fn int<'c>(
-                &self,
-                column: impl Into<$crate::store::rows::Column<'c>>,
-            ) -> Result<i32, sqlx::Error> {
-                column.into().get(self)
-            }
-            fn bigint<'c>(
-                &self,
-                column: impl Into<$crate::store::rows::Column<'c>>,
-            ) -> Result<i64, sqlx::Error> {
-                column.into().get(self)
-            }
-            fn optional_bigint<'c>(
-                &self,
-                column: impl Into<$crate::store::rows::Column<'c>>,
-            ) -> Result<Option<i64>, sqlx::Error> {
-                column.into().get(self)
-            }
-            fn time<'c>(
-                &self,
-                column: impl Into<$crate::store::rows::Column<'c>>,
-            ) -> Result<chrono::DateTime<chrono::Utc>, sqlx::Error> {
-                column.into().get(self)
-            }
-            fn optional_time<'c>(
-                &self,
-                column: impl Into<$crate::store::rows::Column<'c>>,
-            ) -> Result<Option<chrono::DateTime<chrono::Utc>>, sqlx::Error> {
-                column.into().get(self)
-            }
-        }
-    };
+impl<R> StoreRow for R
+where
+    R: Row,
+    for<'n> &'n str: ColumnIndex<R>,
+    usize: ColumnIndex<R>,
+    String: Decodes<R>,
+    Option<String>: Decodes<R>,
+    i32: Decodes<R>,
+    i64: Decodes<R>,
+    Option<i64>: Decodes<R>,
+    DateTime<Utc>: Decodes<R>,
+    Option<DateTime<Utc>>: Decodes<R>,
+{
+    fn text<'c>(&self, column: impl Into<Column<'c>>) -> Result<String, sqlx::Error> {
+        value(self, column)
+    }
+    fn optional_text<'c>(
+        &self,
+        column: impl Into<Column<'c>>,
+    ) -> Result<Option<String>, sqlx::Error> {
+        value(self, column)
+    }
+    fn int<'c>(&self, column: impl Into<Column<'c>>) -> Result<i32, sqlx::Error> {
+        value(self, column)
+    }
+    fn bigint<'c>(&self, column: impl Into<Column<'c>>) -> Result<i64, sqlx::Error> {
+        value(self, column)
+    }
+    fn optional_bigint<'c>(
+        &self,
+        column: impl Into<Column<'c>>,
+    ) -> Result<Option<i64>, sqlx::Error> {
+        value(self, column)
+    }
+    fn time<'c>(&self, column: impl Into<Column<'c>>) -> Result<DateTime<Utc>, sqlx::Error> {
+        value(self, column)
+    }
+    fn optional_time<'c>(
+        &self,
+        column: impl Into<Column<'c>>,
+    ) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+        value(self, column)
+    }
 }
-pub(crate) use direct_store_row;
 
 /// Map every row with `map`.
 pub(crate) fn map_rows<R, T>(
@@ -189,7 +173,7 @@ pub(crate) fn outbound_from_row<R: StoreRow>(row: &R) -> Result<OutboundEvent, s
 
 pub(crate) fn claimed_from_row<R: StoreRow>(row: &R) -> Result<ClaimedEvent, sqlx::Error> {
     Ok(ClaimedEvent {
-        partition_no: row.computed_int("partition_no")?,
+        partition_no: row.int("partition_no")?,
         event: outbound_from_row(row)?,
     })
 }

@@ -28,7 +28,7 @@ pub enum On<'a, DB: Database> {
 /// MariaDB, SQLite.
 pub trait SqlDatabase: outbox::Backend<Row: StoreRow, QueryResult: RowsAffected> {
     /// A text value.
-    fn text(value: &str) -> Bound<Self>;
+    fn text(value: impl Into<String>) -> Bound<Self>;
     /// A nullable text value.
     fn optional_text(value: Option<&str>) -> Bound<Self>;
     /// An `INTEGER` value.
@@ -37,6 +37,10 @@ pub trait SqlDatabase: outbox::Backend<Row: StoreRow, QueryResult: RowsAffected>
     fn bigint(value: i64) -> Bound<Self>;
     /// A boolean.
     fn flag(value: bool) -> Bound<Self>;
+    /// A `DOUBLE PRECISION` value.
+    fn float(value: f64) -> Bound<Self>;
+    /// A nullable `DOUBLE PRECISION` value.
+    fn optional_float(value: Option<f64>) -> Bound<Self>;
 
     /// Run `sql` with `arguments` and return every row. A statement not
     /// `persistent` is planned for its values each time rather than
@@ -73,9 +77,11 @@ where
     i32: for<'t> Encode<'t, DB> + Type<DB>,
     i64: for<'t> Encode<'t, DB> + Type<DB>,
     bool: for<'t> Encode<'t, DB> + Type<DB>,
+    f64: for<'t> Encode<'t, DB> + Type<DB>,
+    Option<f64>: for<'t> Encode<'t, DB> + Type<DB>,
 {
-    fn text(value: &str) -> Bound<Self> {
-        Box::new(value.to_owned())
+    fn text(value: impl Into<String>) -> Bound<Self> {
+        Box::new(value.into())
     }
 
     fn optional_text(value: Option<&str>) -> Bound<Self> {
@@ -91,6 +97,14 @@ where
     }
 
     fn flag(value: bool) -> Bound<Self> {
+        Box::new(value)
+    }
+
+    fn float(value: f64) -> Bound<Self> {
+        Box::new(value)
+    }
+
+    fn optional_float(value: Option<f64>) -> Bound<Self> {
         Box::new(value)
     }
 

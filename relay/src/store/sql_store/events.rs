@@ -48,10 +48,6 @@ impl<D: Dialect> EventSource for SqlStore<D> {
                 fetch_pending_values::<D>(partition_count, partitions, exclude, hold_dead, limit);
             let arguments = values.arguments(&statement)?;
             let mut transaction = self.settings_transaction(D::FETCH_SETTINGS).await?;
-            // Planned each time where the dialect says so: a generic plan of
-            // a cached statement compares every row with each id of
-            // `exclude` (thousands while marks are in flight); PostgreSQL's
-            // plan for the actual list hashes it.
             let rows = D::Database::fetch_all(
                 on_either(&self.pool, &mut transaction),
                 statement.sql,
@@ -78,7 +74,7 @@ impl<D: Dialect> EventSource for SqlStore<D> {
             let values = Values::new()
                 .with(RelayId, D::Database::text(relay_id))
                 .with(PartitionCount, D::Database::int(partition_count))
-                .with(Leases, D::Database::text(&leases_json(leases)))
+                .with(Leases, D::Database::text(leases_json(leases)))
                 .with(EventIds, D::id_list(ids));
             let statement = D::STATEMENTS.mark_published;
             let mut transaction = self.settings_transaction(D::MARK_SETTINGS).await?;

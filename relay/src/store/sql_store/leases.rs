@@ -19,7 +19,7 @@ impl<D: Dialect> LeaseStore for SqlStore<D> {
         Box::pin(async move {
             let statement = D::STATEMENTS.partition_count;
             let row = fetch_one(self.on_pool(), &statement, &Values::new()).await?;
-            Ok(row.computed_int(0)?)
+            Ok(row.int(0)?)
         })
     }
 
@@ -63,7 +63,7 @@ impl<D: Dialect> LeaseStore for SqlStore<D> {
             let values = Values::new()
                 .with(RelayId, D::Database::text(relay_id))
                 .with(TimeToLive, D::duration(ttl))
-                .with(Leases, D::Database::text(&leases_json(leases)))
+                .with(Leases, D::Database::text(leases_json(leases)))
                 .with(Partitions, D::partition_list(&partitions));
             match D::STATEMENTS.leases {
                 LeaseStatements::Returning { renew, .. } => {
@@ -145,7 +145,7 @@ impl<D: Dialect> LeaseStore for SqlStore<D> {
             }
             let values = Values::new()
                 .with(RelayId, D::Database::text(relay_id))
-                .with(Leases, D::Database::text(&leases_json(leases)));
+                .with(Leases, D::Database::text(leases_json(leases)));
             execute(self.on_pool(), &D::STATEMENTS.release_leases, &values).await
         })
     }

@@ -2,19 +2,22 @@
 //! backend. A [`Dialect`] (`store/postgres.rs`, `store/mysql.rs`,
 //! `store/sqlite.rs`) gives its statements, loaded from
 //! `store/sql/<backend>/`, and the few things the backends do differently:
-//! how lists of integers, times and durations bind, the settings of a
+//! how lists of integers, times and durations bind (by default: JSON,
+//! and seconds), the settings of a
 //! fetch and of a mark, and how commits are watched. Lease statements
 //! differ in shape too, where a database lacks `UPDATE ... RETURNING`
 //! ([`LeaseStatements`]).
 //!
 //! The store traits are implemented in `leases.rs`, `events.rs` and
-//! `operator.rs`; `statements.rs` names what each placeholder takes,
+//! `operator.rs`; `statements.rs` names what each placeholder takes (for
+//! numbered placeholders once for all, in `numbered.rs`),
 //! `binds.rs` binds a call's values in that order, `database.rs` runs them.
 
 mod binds;
 mod database;
 mod events;
 mod leases;
+mod numbered;
 mod operator;
 mod statements;
 
@@ -29,8 +32,10 @@ use tokio_util::sync::CancellationToken;
 pub use binds::{Bound, Values};
 pub use database::{On, RowsAffected, SqlDatabase};
 pub use events::fetch_pending_values;
+pub use numbered::NumberedSql;
 pub use statements::{LeaseStatements, Param, Statement, Statements};
 
+use super::rows::{integers_json, seconds};
 use super::{ACQUIRE_TIMEOUT, POOL_SIZE};
 use crate::Error;
 use crate::wakeup::Wakeup;
@@ -47,17 +52,20 @@ pub trait Dialect: Send + Sync + 'static {
     /// Every statement, with what its placeholders take.
     const STATEMENTS: &'static Statements;
 
-    /// Statements run before a fetch, in its transaction; none: the fetch
-    /// runs on its own.
-    const FETCH_SETTINGS: &'static [&'static str];
+    /// Statements run before a fetch, in its transaction; by default none,
+    /// and the fetch runs on its own.
+    const FETCH_SETTINGS: &'static [&'static str] = &[];
 
-    /// Statements run before a mark, in its transaction; none: the mark
-    /// runs on its own.
-    const MARK_SETTINGS: &'static [&'static str];
+    /// Statements run before a mark, in its transaction; by default none,
+    /// and the mark runs on its own.
+    const MARK_SETTINGS: &'static [&'static str] = &[];
 
     /// Whether the fetch is planned for its values on each call rather than
-    /// prepared once and cached.
-    const PLAN_EACH_FETCH: bool;
+    /// prepared once and cached; by default it is. A generic plan of a
+    /// cached statement compares every row with each id the fetch leaves
+    /// out (thousands while marks are in flight); a plan for the actual
+    /// list hashes it.
+    const PLAN_EACH_FETCH: bool = true;
 
     /// The connection options of `url`.
     ///
@@ -65,21 +73,29 @@ pub trait Dialect: Send + Sync + 'static {
     /// The error of sqlx for options it rejects.
     fn connect_options(url: &str) -> Result<ConnectOptions<Self::Database>, sqlx::Error>;
 
-    /// A list of partition numbers.
-    fn partition_list(partitions: &[i32]) -> Bound<Self::Database>;
+    /// A list of partition numbers; by default a JSON array, as text.
+    fn partition_list(partitions: &[i32]) -> Bound<Self::Database> {
+        Self::Database::text(integers_json(partitions))
+    }
 
-    /// A list of event ids.
-    fn id_list(ids: &[i64]) -> Bound<Self::Database>;
+    /// A list of event ids; by default a JSON array, as text.
+    fn id_list(ids: &[i64]) -> Bound<Self::Database> {
+        Self::Database::text(integers_json(ids))
+    }
 
     /// A point in time.
     fn time(time: DateTime<Utc>) -> Bound<Self::Database>;
 
-    /// A span of time.
-    fn duration(duration: Duration) -> Bound<Self::Database>;
+    /// A span of time; by default seconds, as a float.
+    fn duration(duration: Duration) -> Bound<Self::Database> {
+        Self::Database::float(seconds(duration))
+    }
 
-    /// The time until a failed event's retry; `None` when the event is
-    /// dead.
-    fn retry_delay(retry_in: Option<Duration>) -> Bound<Self::Database>;
+    /// The time until a failed event's retry, `None` when the event is
+    /// dead; by default seconds, as a float, or NULL.
+    fn retry_delay(retry_in: Option<Duration>) -> Bound<Self::Database> {
+        Self::Database::optional_float(retry_in.map(seconds))
+    }
 
     /// Raise `wakeup` whenever events are committed, until `stop`, where
     /// the database can tell. By default it cannot: the batch loop polls.
