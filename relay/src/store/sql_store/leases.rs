@@ -59,12 +59,10 @@ impl<D: Dialect> LeaseStore for SqlStore<D> {
             if leases.is_empty() {
                 return Ok(Vec::new());
             }
-            let partitions: Vec<i32> = leases.iter().map(|lease| lease.partition_no).collect();
             let values = Values::new()
                 .with(RelayId, D::Database::text(relay_id))
                 .with(TimeToLive, D::duration(ttl))
-                .with(Leases, D::Database::text(leases_json(leases)))
-                .with(Partitions, D::partition_list(&partitions));
+                .with(Leases, D::Database::text(leases_json(leases)));
             match D::STATEMENTS.leases {
                 LeaseStatements::Returning { renew, .. } => {
                     let rows = fetch_all(self.on_pool(), &renew, &values).await?;
@@ -73,6 +71,9 @@ impl<D: Dialect> LeaseStore for SqlStore<D> {
                 LeaseStatements::UpdateThenSelect {
                     renew, select_held, ..
                 } => {
+                    let partitions: Vec<i32> =
+                        leases.iter().map(|lease| lease.partition_no).collect();
+                    let values = values.with(Partitions, D::partition_list(&partitions));
                     let mut transaction = self.pool.begin().await?;
                     execute(On::Transaction(&mut transaction), &renew, &values).await?;
                     let rows =
