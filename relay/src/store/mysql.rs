@@ -9,8 +9,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::MySql;
-use sqlx::mysql::{MySqlConnectOptions, MySqlQueryResult};
+use futures::future::BoxFuture;
+use sqlx::mysql::{MySqlArguments, MySqlConnectOptions, MySqlQueryResult};
+use sqlx::{MySql, MySqlPool};
 
 use super::sql_store::Param::{
     self, AfterId, Dead, EventId, EventIds, ExcludedIds, HoldDead, LastError, Leases, Limit,
@@ -18,8 +19,7 @@ use super::sql_store::Param::{
     SelectedAggregateType, SelectedEventId, Since, TimeToLive, Topic, Until,
 };
 use super::sql_store::{
-    Bound, Dialect, LeaseStatements, RowsAffected, SqlStore, Statement, Statements,
-    fetch_pending_values,
+    Bound, Dialect, ExplainFetch, LeaseStatements, RowsAffected, SqlStore, Statement, Statements,
 };
 use crate::Error;
 
@@ -118,7 +118,7 @@ const STATEMENTS: Statements = Statements {
     discard_dead: Statement::new(include_str!("sql/mysql/discard_dead.sql"), SELECTOR),
 };
 
-/// The fetch, as [`MySqlStore::fetch_pending_plan`] explains it.
+/// The fetch, as [`ExplainFetch`] explains it.
 const FETCH_PENDING: &str = include_str!("sql/mysql/fetch_pending.sql");
 
 /// The dead-event filters, each `NULL` test taking its value again.
@@ -157,35 +157,20 @@ impl Dialect for MySqlDialect {
     }
 }
 
-impl SqlStore<MySqlDialect> {
-    /// The plan MariaDB / MySQL chooses for the batch loop's fetch, as
-    /// `EXPLAIN FORMAT=JSON` gives it: for operators looking into slow
-    /// fetches, and for the test that keeps the plan free of a sort over
-    /// the pending rows.
-    ///
-    /// # Errors
-    /// [`Error::Database`] when the statement fails.
-    pub async fn fetch_pending_plan(
-        &self,
-        partition_count: i32,
-        partitions: &[i32],
-        hold_dead: bool,
-        limit: i64,
-    ) -> Result<serde_json::Value, Error> {
-        let values = fetch_pending_values::<MySqlDialect>(
-            partition_count,
-            partitions,
-            &[],
-            hold_dead,
-            limit,
-        );
-        let arguments = values.arguments(&STATEMENTS.fetch_pending)?;
-        let explain = format!("EXPLAIN FORMAT=JSON {FETCH_PENDING}");
-        let plan: String = sqlx::query_scalar_with(sqlx::AssertSqlSafe(explain), arguments)
-            .fetch_one(self.pool())
-            .await?;
-        serde_json::from_str(&plan)
-            .map_err(|error| Error::Database(sqlx::Error::Decode(Box::new(error))))
+/// As `EXPLAIN FORMAT=JSON` gives it; the fetch has no settings of its own.
+impl ExplainFetch for MySqlDialect {
+    fn explain_fetch(
+        pool: &MySqlPool,
+        arguments: MySqlArguments,
+    ) -> BoxFuture<'_, Result<serde_json::Value, Error>> {
+        Box::pin(async move {
+            let explain = format!("EXPLAIN FORMAT=JSON {FETCH_PENDING}");
+            let plan: String = sqlx::query_scalar_with(sqlx::AssertSqlSafe(explain), arguments)
+                .fetch_one(pool)
+                .await?;
+            serde_json::from_str(&plan)
+                .map_err(|error| Error::Database(sqlx::Error::Decode(Box::new(error))))
+        })
     }
 }
 

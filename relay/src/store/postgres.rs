@@ -5,12 +5,13 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::postgres::{PgConnectOptions, PgListener, PgQueryResult};
+use futures::future::BoxFuture;
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgListener, PgQueryResult};
 use sqlx::{PgPool, Postgres};
 use tokio_util::sync::CancellationToken;
 
 use super::sql_store::{
-    Bound, Dialect, NumberedSql, RowsAffected, SqlStore, Statements, fetch_pending_values,
+    Bound, Dialect, ExplainFetch, NumberedSql, RowsAffected, SqlStore, Statements,
 };
 use crate::Error;
 use crate::wakeup::{NOTIFY_CHANNEL, Wakeup};
@@ -22,7 +23,7 @@ use crate::wakeup::{NOTIFY_CHANNEL, Wakeup};
 /// otherwise read every pending row and sort them, a hundred times slower.
 const FETCH_SETTINGS: &[&str] = &["SET LOCAL enable_sort = off"];
 
-/// The fetch, as [`PostgresStore::fetch_pending_plan`] explains it.
+/// The fetch, as [`ExplainFetch`] explains it.
 const FETCH_PENDING: &str = include_str!("sql/postgres/fetch_pending.sql");
 
 /// Statements run before a mark, in its transaction: its commit does not
@@ -98,41 +99,26 @@ impl Dialect for PostgresDialect {
     }
 }
 
-impl SqlStore<PostgresDialect> {
-    /// The plan PostgreSQL chooses for the batch loop's fetch, with the
-    /// fetch's own settings, as `EXPLAIN (FORMAT JSON)` gives it: for
-    /// operators looking into slow fetches, and for the test that keeps the
-    /// plan free of a sort over the pending rows.
-    ///
-    /// # Errors
-    /// [`Error::Database`] when the statement fails.
-    pub async fn fetch_pending_plan(
-        &self,
-        partition_count: i32,
-        partitions: &[i32],
-        hold_dead: bool,
-        limit: i64,
-    ) -> Result<serde_json::Value, Error> {
-        let values = fetch_pending_values::<PostgresDialect>(
-            partition_count,
-            partitions,
-            &[],
-            hold_dead,
-            limit,
-        );
-        let arguments = values.arguments(&STATEMENTS.fetch_pending)?;
-        let mut transaction = self.pool().begin().await?;
-        for setting in FETCH_SETTINGS {
-            sqlx::query(*setting).execute(&mut *transaction).await?;
-        }
-        let explain = format!("EXPLAIN (FORMAT JSON) {FETCH_PENDING}");
-        let plan: serde_json::Value =
-            sqlx::query_scalar_with(sqlx::AssertSqlSafe(explain), arguments)
-                .persistent(false)
-                .fetch_one(&mut *transaction)
-                .await?;
-        transaction.rollback().await?;
-        Ok(plan)
+/// As `EXPLAIN (FORMAT JSON)` gives it.
+impl ExplainFetch for PostgresDialect {
+    fn explain_fetch(
+        pool: &PgPool,
+        arguments: PgArguments,
+    ) -> BoxFuture<'_, Result<serde_json::Value, Error>> {
+        Box::pin(async move {
+            let mut transaction = pool.begin().await?;
+            for setting in FETCH_SETTINGS {
+                sqlx::query(*setting).execute(&mut *transaction).await?;
+            }
+            let explain = format!("EXPLAIN (FORMAT JSON) {FETCH_PENDING}");
+            let plan: serde_json::Value =
+                sqlx::query_scalar_with(sqlx::AssertSqlSafe(explain), arguments)
+                    .persistent(false)
+                    .fetch_one(&mut *transaction)
+                    .await?;
+            transaction.rollback().await?;
+            Ok(plan)
+        })
     }
 }
 

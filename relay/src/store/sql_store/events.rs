@@ -15,7 +15,7 @@ use crate::store::{ClaimedEvent, EventSource, FailedAttempt, Lease};
 use crate::wakeup::Wakeup;
 
 /// The values of the batch loop's fetch.
-pub fn fetch_pending_values<D: Dialect>(
+pub(super) fn fetch_pending_values<D: Dialect>(
     partition_count: i32,
     partitions: &[i32],
     exclude: &[i64],

@@ -16,6 +16,7 @@
 mod binds;
 mod database;
 mod events;
+mod explain;
 mod leases;
 mod numbered;
 mod operator;
@@ -31,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use binds::{Bound, Values};
 pub use database::{On, RowsAffected, SqlDatabase};
-pub use events::fetch_pending_values;
+pub use explain::ExplainFetch;
 pub use numbered::NumberedSql;
 pub use statements::{LeaseStatements, Param, Statement, Statements};
 
