@@ -117,6 +117,8 @@ impl Gate {
 pub struct Ledger {
     /// Deliveries decoded (every delivery reaches `decode`), per consumer.
     decodes: Mutex<HashMap<usize, u64>>,
+    /// Deliveries decoded into a credit, per effect key.
+    deliveries: Mutex<HashMap<String, u32>>,
     /// Handler runs started, numbering them.
     started: AtomicU64,
     /// Handler runs per effect key.
@@ -148,6 +150,15 @@ impl Ledger {
     pub fn decodes_by(&self, consumer: usize) -> u64 {
         let decodes = self.decodes.lock().expect("decodes");
         decodes.get(&consumer).copied().unwrap_or(0)
+    }
+
+    /// Deliveries of `account`'s credit `seq` that decoded.
+    pub fn deliveries(&self, account: &str, seq: i64) -> u32 {
+        let deliveries = self.deliveries.lock().expect("deliveries");
+        deliveries
+            .get(&effect_key(account, seq))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Handler runs for `account`'s credit `seq`.
@@ -246,7 +257,15 @@ impl<DB: InboxBackend + TestBackend> Handler<DB> for LedgerHandler {
             .expect("decodes")
             .entry(self.consumer)
             .or_insert(0) += 1;
-        incoming.decode::<AccountCredited>()
+        let credit = incoming.decode::<AccountCredited>()?;
+        *self
+            .ledger
+            .deliveries
+            .lock()
+            .expect("deliveries")
+            .entry(effect_key(&credit.account, credit.seq))
+            .or_insert(0) += 1;
+        Ok(credit)
     }
 
     /// Record the effect, wait at the gate, then use the transaction once
