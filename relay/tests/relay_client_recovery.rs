@@ -1,4 +1,5 @@
-//! A relay whose broker client breaks: a fenced or fatally failed Kafka
+//! A relay whose broker client breaks: a relay frozen past its lease is
+//! fenced out of marking and recovers, a fenced or fatally failed Kafka
 //! producer is replaced, and a relay that cannot publish hands its
 //! partitions to the healthy relays instead of holding them hostage.
 
@@ -106,6 +107,52 @@ fn closed_port() -> u16 {
     listener.local_addr().expect("address").port()
 }
 
+/// Whether `log` shows, past `offset`, a batch the broker acknowledged at
+/// least one event of.
+fn acknowledged_batch_since(log: &str, offset: usize) -> bool {
+    log.get(offset..).unwrap_or_default().lines().any(|line| {
+        line.split_once("batch published")
+            .is_some_and(|(_, fields)| {
+                fields
+                    .split_whitespace()
+                    .filter_map(|field| field.strip_prefix("published="))
+                    .any(|count| count.parse::<u64>().is_ok_and(|count| count > 0))
+            })
+    })
+}
+
+/// Hold back every statement `relay` sends through `proxy` until it has
+/// logged a batch acknowledged after the hold began: the marks of that
+/// batch are then held too. A hold that catches the relay between
+/// batches, waiting on a fetch of its own, is released and tried again.
+async fn hold_with_a_batch_acknowledged(proxy: &TcpProxy, relay: &RelayProcess) {
+    const TRIES: usize = 5;
+    for _ in 0..TRIES {
+        proxy.hold_to_server();
+        let offset = relay.log().len();
+        let caught = wait_until(Duration::from_secs(5), || {
+            let caught = acknowledged_batch_since(&relay.log(), offset);
+            async move { caught }
+        })
+        .await;
+        if caught {
+            return;
+        }
+        proxy.release_held();
+        let offset = relay.log().len();
+        let resumed = wait_until(Duration::from_secs(30), || {
+            let resumed = acknowledged_batch_since(&relay.log(), offset);
+            async move { resumed }
+        })
+        .await;
+        assert!(resumed, "the relay never published again:\n{}", relay.log());
+    }
+    panic!(
+        "in {TRIES} holds of its database the relay never had a batch acknowledged:\n{}",
+        relay.log()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_relay_frozen_past_its_lease_recovers_and_everything_is_delivered() {
     const BACKLOG: u64 = 10_000;
@@ -152,16 +199,57 @@ async fn a_relay_frozen_past_its_lease_recovers_and_everything_is_delivered() {
         })
     };
 
-    let relay_a = RelayProcess::spawn(db.url(), &kafka_broker(), &settings("relay-a"));
+    // Relay A reaches its database through a proxy, which holds its
+    // statements back: the marks of its last batches reach the database
+    // only after relay B has taken its partitions.
+    let database = TcpProxy::in_front_of(db.url()).await;
+    let relay_a = RelayProcess::spawn(
+        &database.route(db.url()),
+        &kafka_broker(),
+        &settings("relay-a"),
+    );
+    let relay_a_http = endpoint_address(&relay_a).await;
     let progressed = wait_until(Duration::from_secs(30), || async {
         published(&db).await > 1_000
     })
     .await;
     assert!(progressed, "relay A never published:\n{}", relay_a.log());
+    hold_with_a_batch_acknowledged(&database, &relay_a).await;
     relay_a.signal("STOP");
     let relay_b = RelayProcess::spawn(db.url(), &kafka_broker(), &settings("relay-b"));
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    let taken_over = wait_until(Duration::from_secs(60), || async {
+        db.count("SELECT COUNT(*) FROM outbox_partitions WHERE lease_owner = 'relay-a'")
+            .await
+            == 0
+    })
+    .await;
+    assert!(
+        taken_over,
+        "relay B never took the frozen relay's partitions:\n{}",
+        relay_b.log()
+    );
+    database.release_held();
     relay_a.signal("CONT");
+
+    // The acknowledged batch's mark ran under leases relay B now holds:
+    // the database refused it, and relay A counted the events as stale.
+    let refused = wait_until(Duration::from_secs(60), || async {
+        let metrics = get(&relay_a_http, "/metrics").await.body;
+        sample(&metrics, "outbox_relay_stale_marks_total").unwrap_or(0.0) > 0.0
+    })
+    .await;
+    assert!(
+        refused,
+        "relay A's stale mark was not refused:\n{}",
+        relay_a.log()
+    );
+    assert!(
+        relay_a
+            .log()
+            .contains("published events not marked: their partition lease was lost"),
+        "{}",
+        relay_a.log()
+    );
 
     let mut enqueued = backlog;
     enqueued.extend(writer.await.expect("writer"));

@@ -98,3 +98,110 @@ pub fn check_delivery(enqueued: &[uuid::Uuid], received: &[Received]) -> usize {
     );
     duplicates
 }
+
+/// How one writer commits: one event per transaction over aggregates of its
+/// own (a producer serializes the writes of one aggregate), with a pause
+/// between commits.
+#[derive(Clone, Copy)]
+pub struct WriterPlan {
+    /// The writer's number, part of its aggregates' ids.
+    pub writer: u64,
+    /// Aggregates the writer spreads its events over.
+    pub aggregates: u64,
+    /// Events the writer commits at least, whenever it is stopped.
+    pub at_least: u64,
+    /// Pause after each commit.
+    pub pause: std::time::Duration,
+}
+
+/// What a writer committed.
+#[derive(Default)]
+pub struct Written {
+    /// Event ids in commit order, the uncertain ones included.
+    pub events: Vec<uuid::Uuid>,
+    /// Events whose commit failed after they were inserted (the database
+    /// went away): committed or not, the table tells.
+    pub uncertain: Vec<uuid::Uuid>,
+    /// Transactions that failed.
+    pub failures: u64,
+}
+
+impl Written {
+    /// The events that are in the table, in commit order: `events` less
+    /// the uncertain ones the table does not hold.
+    pub async fn committed<DB: outbox::Backend + outbox_testkit::TestBackend>(
+        mut self,
+        db: &outbox_testkit::TestDatabase<DB>,
+    ) -> Vec<uuid::Uuid> {
+        let mut missing = HashSet::new();
+        for id in &self.uncertain {
+            let sql = format!("SELECT COUNT(*) FROM outbox_events WHERE event_id = '{id}'");
+            if db.count(&sql).await == 0 {
+                missing.insert(*id);
+            }
+        }
+        self.events.retain(|id| !missing.contains(id));
+        self.events
+    }
+}
+
+/// One writer: commits events to `target` as `plan` says until `stop` is
+/// cancelled and it has committed `plan.at_least`. A failed transaction is
+/// counted and the writer goes on after a short pause, so it keeps writing
+/// through a database restart.
+pub async fn write_until_stopped<DB: outbox::Backend>(
+    pool: sqlx::Pool<DB>,
+    target: String,
+    plan: WriterPlan,
+    stop: tokio_util::sync::CancellationToken,
+) -> Written {
+    let mut written = Written::default();
+    let mut sequence = 0;
+    while !stop.is_cancelled() || (written.events.len() as u64) < plan.at_least {
+        let event = ShipmentMoved {
+            shipment: format!("w{}-{}", plan.writer, sequence % plan.aggregates),
+            sequence,
+        };
+        sequence += 1;
+        let message = outbox::OutboxMessage::new(
+            "shipment.moved",
+            "/shipments",
+            "shipment",
+            event.shipment.clone(),
+            target.as_str(),
+            serde_json::value::to_raw_value(&event).expect("payload"),
+        );
+        match commit_one(&pool, message).await {
+            Ok(ids) => written.events.extend(ids),
+            Err((error, inserted)) => {
+                eprintln!("writer {}: {error}", plan.writer);
+                written.failures += 1;
+                written.events.extend(&inserted);
+                written.uncertain.extend(inserted);
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+        tokio::time::sleep(plan.pause).await;
+    }
+    written
+}
+
+/// Enqueue `message` in a transaction of its own. On failure, the error and
+/// the ids inserted before it (their commit is uncertain).
+async fn commit_one<DB: outbox::Backend>(
+    pool: &sqlx::Pool<DB>,
+    message: outbox::OutboxMessage,
+) -> Result<Vec<uuid::Uuid>, (String, Vec<uuid::Uuid>)> {
+    let mut tx = pool
+        .begin()
+        .await
+        .map_err(|error| (format!("begin: {error}"), Vec::new()))?;
+    let ids = outbox::OutboxWriter::new()
+        .enqueue_messages(&mut tx, vec![message])
+        .await
+        .map_err(|error| (format!("enqueue: {error}"), Vec::new()))?;
+    tx.commit()
+        .await
+        .map_err(|error| (format!("commit: {error}"), ids.clone()))?;
+    Ok(ids)
+}
