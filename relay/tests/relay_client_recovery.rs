@@ -70,14 +70,7 @@ async fn wait_for_delivery(
 ) {
     // Count distinct events: a relay taken over republishes what it had in
     // flight, so the consumer sees duplicates before it sees every event.
-    let distinct = || {
-        collected
-            .snapshot()
-            .into_iter()
-            .map(|message| message.ce_id)
-            .collect::<std::collections::HashSet<_>>()
-            .len()
-    };
+    let distinct = || collected.distinct_ids().len();
     let delivered = wait_until(limit, || async {
         published(db).await == expected as i64 && distinct() >= expected
     })

@@ -11,15 +11,6 @@ use outbox_testkit::{Collected, TcpProxy, TestDatabase, kafka, rabbitmq, unique_
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use support::workload::{check_delivery, enqueue_events};
 
-fn unique_ids(collected: &Collected) -> usize {
-    collected
-        .snapshot()
-        .into_iter()
-        .map(|message| message.ce_id)
-        .collect::<HashSet<_>>()
-        .len()
-}
-
 /// A pseudo-random delay between `low` and `high` milliseconds.
 fn random_millis(low: u64, high: u64) -> Duration {
     let nanos = SystemTime::now()
@@ -94,14 +85,14 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_order() {
 
     let mut relay = RelayProcess::spawn(db.url(), &kafka_broker(), &config);
     let drained = wait_until(Duration::from_secs(120), || async {
-        unique_ids(&collected) >= enqueued.len()
+        collected.distinct_ids().len() >= enqueued.len()
     })
     .await;
     assert!(relay.is_running(), "the last relay exited");
     assert!(
         drained,
         "only {} of {} events arrived",
-        unique_ids(&collected),
+        collected.distinct_ids().len(),
         enqueued.len()
     );
     assert!(
@@ -132,7 +123,7 @@ async fn three_relays_share_the_work_without_double_publishing() {
         .map(|_| RelayProcess::spawn(db.url(), &kafka_broker(), FAST_CONFIG))
         .collect();
     let drained = wait_until(Duration::from_secs(120), || async {
-        unique_ids(&collected) >= enqueued.len()
+        collected.distinct_ids().len() >= enqueued.len()
     })
     .await;
     for relay in &mut relays {
@@ -141,7 +132,7 @@ async fn three_relays_share_the_work_without_double_publishing() {
     assert!(
         drained,
         "only {} of {EVENTS} events arrived",
-        unique_ids(&collected)
+        collected.distinct_ids().len()
     );
 
     let duplicates = check_delivery(&enqueued, &collected.snapshot());
@@ -158,6 +149,21 @@ async fn three_relays_share_the_work_without_double_publishing() {
     }
 }
 
+/// After a graceful stop: no lease is held and no relay is registered.
+async fn assert_leases_released(db: &TestDatabase<sqlx::Postgres>) {
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM outbox_partitions WHERE lease_owner IS NOT NULL")
+            .await,
+        0,
+        "no lease is left held"
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM outbox_relays").await,
+        0,
+        "the relay deregistered"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_exits_zero_and_releases_every_lease() {
     let db = outbox_testkit::postgres().await;
@@ -169,7 +175,7 @@ async fn sigterm_exits_zero_and_releases_every_lease() {
     let mut relay = RelayProcess::spawn(db.url(), &kafka_broker(), FAST_CONFIG);
     assert!(
         wait_until(Duration::from_secs(60), || async {
-            unique_ids(&collected) >= enqueued.len()
+            collected.distinct_ids().len() >= enqueued.len()
         })
         .await,
         "events arrived"
@@ -189,27 +195,13 @@ async fn sigterm_exits_zero_and_releases_every_lease() {
         "exit status after SIGTERM: {status:?}\n{}",
         relay.log()
     );
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM outbox_partitions WHERE lease_owner IS NOT NULL")
-            .await,
-        0,
-        "no lease is left held"
-    );
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM outbox_relays").await,
-        0,
-        "the relay deregistered"
-    );
+    assert_leases_released(&db).await;
     check_delivery(&enqueued, &collected.snapshot());
 }
 
 /// Ids of `events` (as text) the consumer has received.
 fn received_of(collected: &Collected, events: &[uuid::Uuid]) -> usize {
-    let received: HashSet<String> = collected
-        .snapshot()
-        .into_iter()
-        .map(|message| message.ce_id)
-        .collect();
+    let received = collected.distinct_ids();
     events
         .iter()
         .filter(|id| received.contains(&id.to_string()))
@@ -292,21 +284,11 @@ async fn sigterm_mid_batch_waits_for_the_broker_marks_the_batch_and_exits_zero()
         "the batch in flight is marked published:\n{}",
         relay.log()
     );
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM outbox_partitions WHERE lease_owner IS NOT NULL")
-            .await,
-        0,
-        "no lease is left held"
-    );
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM outbox_relays").await,
-        0,
-        "the relay deregistered"
-    );
+    assert_leases_released(&db).await;
     enqueued.extend(in_flight);
     assert!(
         wait_until(Duration::from_secs(30), || async {
-            unique_ids(&collected) >= enqueued.len()
+            collected.distinct_ids().len() >= enqueued.len()
         })
         .await,
         "every event arrives"

@@ -4,12 +4,13 @@
 
 mod support;
 
-use std::collections::HashSet;
 use std::time::Duration;
 
-use outbox_testkit::{Collected, TestBackend, TestDatabase, rabbitmq, unique_name};
+use outbox_testkit::{TestBackend, TestDatabase, rabbitmq, unique_name};
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
-use support::workload::{WriterPlan, check_delivery, write_until_stopped};
+use support::workload::{
+    WriterPlan, check_delivery, events_without_failures, join_writers, spawn_writers,
+};
 use tokio_util::sync::CancellationToken;
 
 const WRITERS: u64 = 3;
@@ -49,14 +50,6 @@ async fn enqueue_a_dead_and_a_held_event<DB: outbox::Backend>(
     ids
 }
 
-fn distinct_received(collected: &Collected) -> HashSet<String> {
-    collected
-        .snapshot()
-        .into_iter()
-        .map(|message| message.ce_id)
-        .collect()
-}
-
 async fn retention_under_writers<DB: outbox::Backend + TestBackend>(db: TestDatabase<DB>) {
     let exchange = unique_name("retention");
     let missing_exchange = unique_name("never-declared");
@@ -66,22 +59,13 @@ async fn retention_under_writers<DB: outbox::Backend + TestBackend>(db: TestData
 
     let relay = RelayProcess::spawn(db.url(), &rabbitmq::amqp_url(), &config());
     let stop_writing = CancellationToken::new();
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|writer| {
-            let plan = WriterPlan {
-                writer,
-                aggregates: 10,
-                at_least: EVENTS_PER_WRITER,
-                pause: COMMIT_PAUSE,
-            };
-            tokio::spawn(write_until_stopped(
-                db.pool().clone(),
-                exchange.clone(),
-                plan,
-                stop_writing.clone(),
-            ))
-        })
-        .collect();
+    let plan = WriterPlan {
+        writer: 0,
+        aggregates: 10,
+        at_least: EVENTS_PER_WRITER,
+        pause: COMMIT_PAUSE,
+    };
+    let writers = spawn_writers(db.pool(), &exchange, WRITERS, plan, &stop_writing);
     // The writers go on until retention has deleted rows beside them.
     assert!(
         wait_until(Duration::from_secs(60), || {
@@ -93,20 +77,15 @@ async fn retention_under_writers<DB: outbox::Backend + TestBackend>(db: TestData
         relay.log()
     );
     stop_writing.cancel();
-    let mut enqueued = Vec::new();
-    for writer in writers {
-        let written = writer.await.expect("writer");
-        assert_eq!(written.failures, 0, "a writer's transaction failed");
-        enqueued.extend(written.events);
-    }
+    let enqueued = events_without_failures(join_writers(writers).await);
 
     assert!(
         wait_until(Duration::from_secs(60), || async {
-            distinct_received(&collected).len() >= enqueued.len()
+            collected.distinct_ids().len() >= enqueued.len()
         })
         .await,
         "{} of {} events arrived:\n{}",
-        distinct_received(&collected).len(),
+        collected.distinct_ids().len(),
         enqueued.len(),
         relay.log()
     );
@@ -143,7 +122,7 @@ async fn retention_under_writers<DB: outbox::Backend + TestBackend>(db: TestData
         2,
         "only the dead and the pending rows are left"
     );
-    assert!(!distinct_received(&collected).contains(&held.to_string()));
+    assert!(!collected.distinct_ids().contains(&held.to_string()));
     assert_eq!(
         check_delivery(&enqueued, &collected.snapshot()),
         0,

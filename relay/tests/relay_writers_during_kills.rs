@@ -8,7 +8,9 @@ use std::time::{Duration, SystemTime};
 
 use outbox_testkit::{Collected, TestBackend, TestDatabase, kafka, rabbitmq, unique_name};
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
-use support::workload::{WriterPlan, check_delivery, write_until_stopped};
+use support::workload::{
+    WriterPlan, check_delivery, events_without_failures, join_writers, spawn_writers,
+};
 use tokio_util::sync::CancellationToken;
 
 /// Writers, each with its own aggregates, committing one event per
@@ -59,22 +61,13 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
     let collected = broker.consume(&target).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let stop_writing = CancellationToken::new();
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|writer| {
-            let plan = WriterPlan {
-                writer,
-                aggregates: AGGREGATES_PER_WRITER,
-                at_least: EVENTS_PER_WRITER,
-                pause: COMMIT_PAUSE,
-            };
-            tokio::spawn(write_until_stopped(
-                db.pool().clone(),
-                target.clone(),
-                plan,
-                stop_writing.clone(),
-            ))
-        })
-        .collect();
+    let plan = WriterPlan {
+        writer: 0,
+        aggregates: AGGREGATES_PER_WRITER,
+        at_least: EVENTS_PER_WRITER,
+        pause: COMMIT_PAUSE,
+    };
+    let writers = spawn_writers(db.pool(), &target, WRITERS, plan, &stop_writing);
 
     let published = || db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'");
     for kill in 0..KILLS {
@@ -89,12 +82,7 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
         relay.kill9();
     }
     stop_writing.cancel();
-    let mut enqueued = Vec::new();
-    for writer in writers {
-        let written = writer.await.expect("writer");
-        assert_eq!(written.failures, 0, "a writer's transaction failed");
-        enqueued.extend(written.events);
-    }
+    let enqueued = events_without_failures(join_writers(writers).await);
     assert!(enqueued.len() as u64 >= WRITERS * EVENTS_PER_WRITER);
 
     let mut relay = RelayProcess::spawn(db.url(), &broker.url(), FAST_CONFIG);
@@ -110,12 +98,7 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
         relay.log()
     );
     let arrived = wait_until(Duration::from_secs(60), || async {
-        let ids: std::collections::HashSet<String> = collected
-            .snapshot()
-            .into_iter()
-            .map(|message| message.ce_id)
-            .collect();
-        ids.len() >= enqueued.len()
+        collected.distinct_ids().len() >= enqueued.len()
     })
     .await;
     assert!(arrived, "not every published event reached the consumer");

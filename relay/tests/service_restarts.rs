@@ -12,7 +12,6 @@
 
 mod support;
 
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use outbox_testkit::{Collected, TestBackend, TestDatabase, kafka, rabbitmq, unique_name};
@@ -21,7 +20,9 @@ use support::service_control::{
     BringBackOnDrop, freeze, restart_mariadb, restart_postgres, start_rabbitmq, stop_rabbitmq,
     tansu_pid,
 };
-use support::workload::{WriterPlan, check_delivery, enqueue_events, write_until_stopped};
+use support::workload::{
+    WriterPlan, check_delivery, committed_events, enqueue_events, join_writers, spawn_writers,
+};
 use tokio_util::sync::CancellationToken;
 
 /// Held by each test for its whole run: they disrupt the same services.
@@ -71,15 +72,6 @@ impl Broker {
             Broker::RabbitMq => start_rabbitmq(down),
         }
     }
-}
-
-fn distinct_received(collected: &Collected) -> usize {
-    collected
-        .snapshot()
-        .into_iter()
-        .map(|message| message.ce_id)
-        .collect::<HashSet<_>>()
-        .len()
 }
 
 const PUBLISHED: &str = "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'";
@@ -157,12 +149,12 @@ async fn broker_outage(broker: Broker) {
 
     assert!(
         wait_until(Duration::from_secs(120), || async {
-            distinct_received(&collected) >= enqueued.len()
+            collected.distinct_ids().len() >= enqueued.len()
                 && db.count(PUBLISHED).await == enqueued.len() as i64
         })
         .await,
         "every event is published after the broker is back ({} of {} arrived):\n{}",
-        distinct_received(&collected),
+        collected.distinct_ids().len(),
         enqueued.len(),
         relay.log()
     );
@@ -194,22 +186,13 @@ async fn database_restart_under_writers<DB: outbox::Backend + TestBackend>(
     let collected = broker.consume(&target).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let stop_writing = CancellationToken::new();
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|writer| {
-            let plan = WriterPlan {
-                writer,
-                aggregates: 10,
-                at_least: 100,
-                pause: Duration::from_millis(20),
-            };
-            tokio::spawn(write_until_stopped(
-                db.pool().clone(),
-                target.clone(),
-                plan,
-                stop_writing.clone(),
-            ))
-        })
-        .collect();
+    let plan = WriterPlan {
+        writer: 0,
+        aggregates: 10,
+        at_least: 100,
+        pause: Duration::from_millis(20),
+    };
+    let writers = spawn_writers(db.pool(), &target, WRITERS, plan, &stop_writing);
     let mut relay = RelayProcess::spawn(db.url(), &broker.url(), FAST_CONFIG);
     assert!(
         wait_until(Duration::from_secs(60), || async {
@@ -249,20 +232,16 @@ async fn database_restart_under_writers<DB: outbox::Backend + TestBackend>(
         relay.log()
     );
     stop_writing.cancel();
-    let mut enqueued = Vec::new();
-    for writer in writers {
-        let written = writer.await.expect("writer");
-        enqueued.extend(written.committed(&db).await);
-    }
+    let enqueued = committed_events(join_writers(writers).await, &db).await;
 
     assert!(
         wait_until(Duration::from_secs(120), || async {
-            distinct_received(&collected) >= enqueued.len()
+            collected.distinct_ids().len() >= enqueued.len()
                 && db.count(PUBLISHED).await == enqueued.len() as i64
         })
         .await,
         "{} of {} events arrived after the restart:\n{}",
-        distinct_received(&collected),
+        collected.distinct_ids().len(),
         enqueued.len(),
         relay.log()
     );

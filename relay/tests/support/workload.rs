@@ -54,49 +54,81 @@ pub async fn enqueue_events<DB: outbox::Backend>(
     event_ids
 }
 
-/// Check that every enqueued event arrived and that each aggregate's first
-/// occurrences arrived in enqueue order. Returns the number of duplicates.
-pub fn check_delivery(enqueued: &[uuid::Uuid], received: &[Received]) -> usize {
+/// What a consumer received against what was enqueued.
+#[derive(Debug, Default)]
+pub struct DeliveryReport {
+    /// Enqueued events that never arrived.
+    pub missing: Vec<uuid::Uuid>,
+    /// Aggregates whose events first arrived out of enqueue order, one line
+    /// each time it happened.
+    pub out_of_order: Vec<String>,
+    /// Arrivals of an event that had already arrived.
+    pub duplicates: usize,
+    /// Received ids that were never enqueued.
+    pub unknown: Vec<String>,
+}
+
+/// Compare `received` with `enqueued` (in enqueue order): which events are
+/// missing, which aggregates' first arrivals broke enqueue order, and how
+/// many arrivals were duplicates.
+pub fn delivery_report(enqueued: &[uuid::Uuid], received: &[Received]) -> DeliveryReport {
     let position: HashMap<String, usize> = enqueued
         .iter()
         .enumerate()
         .map(|(index, id)| (id.to_string(), index))
         .collect();
+    let mut report = DeliveryReport::default();
     let mut seen = HashSet::new();
     let mut last_first_position: HashMap<String, usize> = HashMap::new();
-    let mut duplicates = 0;
     for message in received {
         let Some(&index) = position.get(&message.ce_id) else {
-            panic!(
-                "received an event that was never enqueued: {}",
-                message.ce_id
-            );
+            report.unknown.push(message.ce_id.clone());
+            continue;
         };
         if !seen.insert(message.ce_id.clone()) {
-            duplicates += 1;
+            report.duplicates += 1;
             continue;
         }
-        if let Some(&previous) = last_first_position.get(&message.aggregate_id) {
-            assert!(
-                previous < index,
-                "aggregate {} published out of order: event #{index} first arrived after #{previous}",
+        if let Some(&previous) = last_first_position.get(&message.aggregate_id)
+            && previous > index
+        {
+            report.out_of_order.push(format!(
+                "aggregate {}: event #{index} first arrived after #{previous}",
                 message.aggregate_id
-            );
+            ));
         }
         last_first_position.insert(message.aggregate_id.clone(), index);
     }
-    let missing: Vec<_> = enqueued
+    report.missing = enqueued
         .iter()
         .filter(|id| !seen.contains(&id.to_string()))
-        .take(5)
+        .copied()
         .collect();
+    report
+}
+
+/// Check that every enqueued event arrived and that each aggregate's first
+/// occurrences arrived in enqueue order. Returns the number of duplicates.
+pub fn check_delivery(enqueued: &[uuid::Uuid], received: &[Received]) -> usize {
+    let report = delivery_report(enqueued, received);
     assert!(
-        missing.is_empty(),
-        "{} of {} events never arrived, e.g. {missing:?}",
-        enqueued.len() - seen.len(),
-        enqueued.len()
+        report.unknown.is_empty(),
+        "received events that were never enqueued: {:?}",
+        &report.unknown[..report.unknown.len().min(5)]
     );
-    duplicates
+    assert!(
+        report.out_of_order.is_empty(),
+        "published out of order: {:?}",
+        &report.out_of_order[..report.out_of_order.len().min(5)]
+    );
+    assert!(
+        report.missing.is_empty(),
+        "{} of {} events never arrived, e.g. {:?}",
+        report.missing.len(),
+        enqueued.len(),
+        &report.missing[..report.missing.len().min(5)]
+    );
+    report.duplicates
 }
 
 /// How one writer commits: one event per transaction over aggregates of its
@@ -143,6 +175,63 @@ impl Written {
         self.events.retain(|id| !missing.contains(id));
         self.events
     }
+}
+
+/// Start `writers` writers on `target`, numbered from 0, each as `plan`
+/// says (its `writer` number aside), until `stop` is cancelled.
+pub fn spawn_writers<DB: outbox::Backend>(
+    pool: &sqlx::Pool<DB>,
+    target: &str,
+    writers: u64,
+    plan: WriterPlan,
+    stop: &tokio_util::sync::CancellationToken,
+) -> Vec<tokio::task::JoinHandle<Written>> {
+    (0..writers)
+        .map(|writer| {
+            tokio::spawn(write_until_stopped(
+                pool.clone(),
+                target.to_owned(),
+                WriterPlan { writer, ..plan },
+                stop.clone(),
+            ))
+        })
+        .collect()
+}
+
+/// Wait for `writers` to finish; what each wrote, in writer order.
+pub async fn join_writers(writers: Vec<tokio::task::JoinHandle<Written>>) -> Vec<Written> {
+    let mut written = Vec::with_capacity(writers.len());
+    for writer in writers {
+        written.push(writer.await.expect("writer task"));
+    }
+    written
+}
+
+/// The events of writers that all committed without a failure, in writer
+/// then commit order.
+pub fn events_without_failures(written: Vec<Written>) -> Vec<uuid::Uuid> {
+    let mut events = Vec::new();
+    for (writer, written) in written.into_iter().enumerate() {
+        assert_eq!(
+            written.failures, 0,
+            "a transaction of writer {writer} failed"
+        );
+        events.extend(written.events);
+    }
+    events
+}
+
+/// The events of `written` that are in the table (see
+/// [`Written::committed`]), in writer then commit order.
+pub async fn committed_events<DB: outbox::Backend + outbox_testkit::TestBackend>(
+    written: Vec<Written>,
+    db: &outbox_testkit::TestDatabase<DB>,
+) -> Vec<uuid::Uuid> {
+    let mut events = Vec::new();
+    for written in written {
+        events.extend(written.committed(db).await);
+    }
+    events
 }
 
 /// One writer: commits events to `target` as `plan` says until `stop` is
