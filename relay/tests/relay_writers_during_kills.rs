@@ -107,7 +107,8 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
     let status = relay.wait_exit(Duration::from_secs(30));
     assert!(
         status.is_some_and(|status| status.success()),
-        "the last relay did not exit 0: {status:?}"
+        "the last relay did not exit 0: {status:?}\n{}",
+        relay.log()
     );
 }
 
