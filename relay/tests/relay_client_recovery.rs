@@ -146,6 +146,60 @@ async fn hold_with_a_batch_acknowledged(proxy: &TcpProxy, relay: &RelayProcess) 
     );
 }
 
+/// Freeze `relay_a` (instance id `relay_a_id`, SIGSTOP) with the
+/// statements it sends through `database` held back and a batch
+/// acknowledged since, start relay B with `settings_b` and wait until it
+/// holds every partition relay A held; then let the held statements
+/// through and thaw relay A. Returns relay B.
+async fn freeze_past_the_lease_with_a_mark_held(
+    db: &TestDatabase<sqlx::Postgres>,
+    database: &TcpProxy,
+    (relay_a, relay_a_id): (&RelayProcess, &str),
+    settings_b: &str,
+) -> RelayProcess {
+    hold_with_a_batch_acknowledged(database, relay_a).await;
+    relay_a.signal("STOP");
+    let relay_b = RelayProcess::spawn(db.url(), &kafka_broker(), settings_b);
+    let taken_over = wait_until(Duration::from_secs(60), || async {
+        db.count(&format!(
+            "SELECT COUNT(*) FROM outbox_partitions WHERE lease_owner = '{relay_a_id}'"
+        ))
+        .await
+            == 0
+    })
+    .await;
+    assert!(
+        taken_over,
+        "relay B never took the frozen relay's partitions:\n{}",
+        relay_b.log()
+    );
+    database.release_held();
+    relay_a.signal("CONT");
+    relay_b
+}
+
+/// The acknowledged batch's mark ran under leases relay B now holds: the
+/// database refused it, and the relay counted the events as stale marks.
+async fn assert_marks_refused(relay: &RelayProcess, http: &str) {
+    let refused = wait_until(Duration::from_secs(60), || async {
+        let metrics = get(http, "/metrics").await.body;
+        sample(&metrics, "outbox_relay_stale_marks_total").unwrap_or(0.0) > 0.0
+    })
+    .await;
+    assert!(
+        refused,
+        "the thawed relay's stale mark was not refused:\n{}",
+        relay.log()
+    );
+    assert!(
+        relay
+            .log()
+            .contains("published events not marked: their partition lease was lost"),
+        "{}",
+        relay.log()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_relay_frozen_past_its_lease_recovers_and_everything_is_delivered() {
     const BACKLOG: u64 = 10_000;
@@ -207,42 +261,14 @@ async fn a_relay_frozen_past_its_lease_recovers_and_everything_is_delivered() {
     })
     .await;
     assert!(progressed, "relay A never published:\n{}", relay_a.log());
-    hold_with_a_batch_acknowledged(&database, &relay_a).await;
-    relay_a.signal("STOP");
-    let relay_b = RelayProcess::spawn(db.url(), &kafka_broker(), &settings("relay-b"));
-    let taken_over = wait_until(Duration::from_secs(60), || async {
-        db.count("SELECT COUNT(*) FROM outbox_partitions WHERE lease_owner = 'relay-a'")
-            .await
-            == 0
-    })
+    let relay_b = freeze_past_the_lease_with_a_mark_held(
+        &db,
+        &database,
+        (&relay_a, "relay-a"),
+        &settings("relay-b"),
+    )
     .await;
-    assert!(
-        taken_over,
-        "relay B never took the frozen relay's partitions:\n{}",
-        relay_b.log()
-    );
-    database.release_held();
-    relay_a.signal("CONT");
-
-    // The acknowledged batch's mark ran under leases relay B now holds:
-    // the database refused it, and relay A counted the events as stale.
-    let refused = wait_until(Duration::from_secs(60), || async {
-        let metrics = get(&relay_a_http, "/metrics").await.body;
-        sample(&metrics, "outbox_relay_stale_marks_total").unwrap_or(0.0) > 0.0
-    })
-    .await;
-    assert!(
-        refused,
-        "relay A's stale mark was not refused:\n{}",
-        relay_a.log()
-    );
-    assert!(
-        relay_a
-            .log()
-            .contains("published events not marked: their partition lease was lost"),
-        "{}",
-        relay_a.log()
-    );
+    assert_marks_refused(&relay_a, &relay_a_http).await;
 
     let mut enqueued = backlog;
     enqueued.extend(writer.await.expect("writer"));
