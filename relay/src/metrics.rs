@@ -38,6 +38,7 @@ const COMMIT_TO_ACK_BUCKETS: &[f64] = &[
 /// | `events_retried_total{topic}` | counter | rejections recorded with a retry scheduled |
 /// | `events_dead_lettered_total{topic}` | counter | events moved to dead on their last attempt |
 /// | `stale_marks_total` | counter | acknowledged events whose lease was lost before they were marked (they are published again) |
+/// | `events_published_out_of_order_total{topic}` | counter | events the broker acknowledged although an earlier event of their aggregate, sent in the same batch, failed (see `docs/guarantees.md`) |
 /// | `batch_publish_seconds` | histogram | one batch, from its first send to its last acknowledgement |
 /// | `commit_to_ack_seconds` | histogram | from an event's `created_at` to its acknowledgement |
 /// | `pending_events` | gauge | pending events in the table (refreshed on scrape) |
@@ -66,6 +67,7 @@ pub struct RelayMetrics {
     retried: IntCounterVec,
     dead_lettered: IntCounterVec,
     stale_marks: IntCounter,
+    out_of_order: IntCounterVec,
     batch_publish: Histogram,
     commit_to_ack: Histogram,
     pending: IntGauge,
@@ -129,6 +131,10 @@ impl RelayMetrics {
             "Acknowledged events not marked published because their lease was lost; they are published again.",
         )?;
         registry.register(Box::new(stale_marks.clone()))?;
+        let out_of_order = by_topic(
+            "events_published_out_of_order_total",
+            "Events acknowledged although an earlier event of their aggregate, sent in the same batch, failed; by topic.",
+        )?;
         let batch_publish = Histogram::with_opts(
             HistogramOpts::new(
                 "batch_publish_seconds",
@@ -192,6 +198,7 @@ impl RelayMetrics {
             retried,
             dead_lettered,
             stale_marks,
+            out_of_order,
             batch_publish,
             commit_to_ack,
             pending,
@@ -238,6 +245,12 @@ impl RelayMetrics {
     /// `count` acknowledged events left unmarked by a lost lease.
     pub fn record_stale_marks(&self, count: u64) {
         self.stale_marks.inc_by(count);
+    }
+
+    /// An event of `topic` acknowledged past an earlier event of its
+    /// aggregate that failed in the same batch.
+    pub fn record_published_out_of_order(&self, topic: &str) {
+        self.out_of_order.with_label_values(&[topic]).inc();
     }
 
     /// How long one batch took to publish.

@@ -1,4 +1,5 @@
-//! A relay whose broker client breaks: a fenced or fatally failed Kafka
+//! A relay whose broker client breaks: a relay frozen past its lease is
+//! fenced out of marking and recovers, a fenced or fatally failed Kafka
 //! producer is replaced, and a relay that cannot publish hands its
 //! partitions to the healthy relays instead of holding them hostage.
 
@@ -69,14 +70,7 @@ async fn wait_for_delivery(
 ) {
     // Count distinct events: a relay taken over republishes what it had in
     // flight, so the consumer sees duplicates before it sees every event.
-    let distinct = || {
-        collected
-            .snapshot()
-            .into_iter()
-            .map(|message| message.ce_id)
-            .collect::<std::collections::HashSet<_>>()
-            .len()
-    };
+    let distinct = || collected.distinct_ids().len();
     let delivered = wait_until(limit, || async {
         published(db).await == expected as i64 && distinct() >= expected
     })
@@ -104,6 +98,106 @@ fn stop_cleanly(mut relay: RelayProcess, name: &str) {
 fn closed_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     listener.local_addr().expect("address").port()
+}
+
+/// Whether `log` shows, past `offset`, a batch the broker acknowledged at
+/// least one event of.
+fn acknowledged_batch_since(log: &str, offset: usize) -> bool {
+    log.get(offset..).unwrap_or_default().lines().any(|line| {
+        line.split_once("batch published")
+            .is_some_and(|(_, fields)| {
+                fields
+                    .split_whitespace()
+                    .filter_map(|field| field.strip_prefix("published="))
+                    .any(|count| count.parse::<u64>().is_ok_and(|count| count > 0))
+            })
+    })
+}
+
+/// Hold back every statement `relay` sends through `proxy` until it has
+/// logged a batch acknowledged after the hold began: the marks of that
+/// batch are then held too. A hold that catches the relay between
+/// batches, waiting on a fetch of its own, is released and tried again.
+async fn hold_with_a_batch_acknowledged(proxy: &TcpProxy, relay: &RelayProcess) {
+    const TRIES: usize = 5;
+    for _ in 0..TRIES {
+        proxy.hold_to_server();
+        let offset = relay.log().len();
+        let caught = wait_until(Duration::from_secs(5), || {
+            let caught = acknowledged_batch_since(&relay.log(), offset);
+            async move { caught }
+        })
+        .await;
+        if caught {
+            return;
+        }
+        proxy.release_held();
+        let offset = relay.log().len();
+        let resumed = wait_until(Duration::from_secs(30), || {
+            let resumed = acknowledged_batch_since(&relay.log(), offset);
+            async move { resumed }
+        })
+        .await;
+        assert!(resumed, "the relay never published again:\n{}", relay.log());
+    }
+    panic!(
+        "in {TRIES} holds of its database the relay never had a batch acknowledged:\n{}",
+        relay.log()
+    );
+}
+
+/// Freeze `relay_a` (instance id `relay_a_id`, SIGSTOP) with the
+/// statements it sends through `database` held back and a batch
+/// acknowledged since, start relay B with `settings_b` and wait until it
+/// holds every partition relay A held; then let the held statements
+/// through and thaw relay A. Returns relay B.
+async fn freeze_past_the_lease_with_a_mark_held(
+    db: &TestDatabase<sqlx::Postgres>,
+    database: &TcpProxy,
+    (relay_a, relay_a_id): (&RelayProcess, &str),
+    settings_b: &str,
+) -> RelayProcess {
+    hold_with_a_batch_acknowledged(database, relay_a).await;
+    relay_a.signal("STOP");
+    let relay_b = RelayProcess::spawn(db.url(), &kafka_broker(), settings_b);
+    let taken_over = wait_until(Duration::from_secs(60), || async {
+        db.count(&format!(
+            "SELECT COUNT(*) FROM outbox_partitions WHERE lease_owner = '{relay_a_id}'"
+        ))
+        .await
+            == 0
+    })
+    .await;
+    assert!(
+        taken_over,
+        "relay B never took the frozen relay's partitions:\n{}",
+        relay_b.log()
+    );
+    database.release_held();
+    relay_a.signal("CONT");
+    relay_b
+}
+
+/// The acknowledged batch's mark ran under leases relay B now holds: the
+/// database refused it, and the relay counted the events as stale marks.
+async fn assert_marks_refused(relay: &RelayProcess, http: &str) {
+    let refused = wait_until(Duration::from_secs(60), || async {
+        let metrics = get(http, "/metrics").await.body;
+        sample(&metrics, "outbox_relay_stale_marks_total").unwrap_or(0.0) > 0.0
+    })
+    .await;
+    assert!(
+        refused,
+        "the thawed relay's stale mark was not refused:\n{}",
+        relay.log()
+    );
+    assert!(
+        relay
+            .log()
+            .contains("published events not marked: their partition lease was lost"),
+        "{}",
+        relay.log()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -152,16 +246,29 @@ async fn a_relay_frozen_past_its_lease_recovers_and_everything_is_delivered() {
         })
     };
 
-    let relay_a = RelayProcess::spawn(db.url(), &kafka_broker(), &settings("relay-a"));
+    // Relay A reaches its database through a proxy, which holds its
+    // statements back: the marks of its last batches reach the database
+    // only after relay B has taken its partitions.
+    let database = TcpProxy::in_front_of(db.url()).await;
+    let relay_a = RelayProcess::spawn(
+        &database.route(db.url()),
+        &kafka_broker(),
+        &settings("relay-a"),
+    );
+    let relay_a_http = endpoint_address(&relay_a).await;
     let progressed = wait_until(Duration::from_secs(30), || async {
         published(&db).await > 1_000
     })
     .await;
     assert!(progressed, "relay A never published:\n{}", relay_a.log());
-    relay_a.signal("STOP");
-    let relay_b = RelayProcess::spawn(db.url(), &kafka_broker(), &settings("relay-b"));
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    relay_a.signal("CONT");
+    let relay_b = freeze_past_the_lease_with_a_mark_held(
+        &db,
+        &database,
+        (&relay_a, "relay-a"),
+        &settings("relay-b"),
+    )
+    .await;
+    assert_marks_refused(&relay_a, &relay_a_http).await;
 
     let mut enqueued = backlog;
     enqueued.extend(writer.await.expect("writer"));

@@ -1,23 +1,15 @@
 //! The relay binary under faults: SIGKILL mid-batch, three relays on one
-//! database, SIGTERM, and events the broker always rejects.
+//! database, SIGTERM (also with a batch waiting for its confirms), and
+//! events the broker always rejects.
 
 mod support;
 
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
-use outbox_testkit::{Collected, TestDatabase, kafka, rabbitmq, unique_name};
+use outbox_testkit::{Collected, TcpProxy, TestDatabase, kafka, rabbitmq, unique_name};
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use support::workload::{check_delivery, enqueue_events};
-
-fn unique_ids(collected: &Collected) -> usize {
-    collected
-        .snapshot()
-        .into_iter()
-        .map(|message| message.ce_id)
-        .collect::<HashSet<_>>()
-        .len()
-}
 
 /// A pseudo-random delay between `low` and `high` milliseconds.
 fn random_millis(low: u64, high: u64) -> Duration {
@@ -34,9 +26,12 @@ fn kafka_broker() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigkill_at_random_moments_loses_nothing_and_keeps_order() {
-    const EVENTS: u64 = 20_000;
-    const KILLS: usize = 5;
-    // Small batches keep the drain slow enough for five kills to land
+    // Kills that find events still to publish; kills that find the table
+    // drained (a fast machine) do not count, and the backlog is topped up.
+    const KILLS_MID_RUN: usize = 5;
+    const MAX_KILLS: usize = 4 * KILLS_MID_RUN;
+    const BACKLOG: u64 = 5_000;
+    // Small batches keep the drain slow enough for the kills to land
     // mid-run, and make each kill cut through batches in flight.
     const BATCH_SIZE: usize = 50;
     // At a kill: one batch publishing, one prefetched, up to three marking.
@@ -50,55 +45,59 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_order() {
     let topic = unique_name("sigkill");
     let collected = kafka::topic_consumer(&topic, 3).await;
     outbox::migrate(db.pool()).await.expect("migrate");
-    let enqueued = enqueue_events(db.pool(), &topic, EVENTS, 200, 500).await;
+    let published = || db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'");
+    let unpublished = || db.count("SELECT COUNT(*) FROM outbox_events WHERE state <> 'published'");
 
+    let mut enqueued = Vec::new();
     let mut kills = 0;
-    while kills < KILLS {
+    let mut kills_mid_run = 0;
+    while kills_mid_run < KILLS_MID_RUN {
+        assert!(
+            kills < MAX_KILLS,
+            "only {kills_mid_run} of {kills} kills found events still to publish"
+        );
+        if unpublished().await < BACKLOG as i64 / 2 {
+            enqueued.extend(enqueue_events(db.pool(), &topic, BACKLOG, 200, 500).await);
+        }
         let relay = RelayProcess::spawn(db.url(), &kafka_broker(), &config);
         // Let it take its leases over (the previous relay's expire after 2 s)
         // and publish for a random while, then kill it mid-batch.
-        let before = db
-            .count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'")
-            .await;
-        assert!(
-            before < EVENTS as i64,
-            "every event was published before kill {kills}: the run is too short for {KILLS} kills"
-        );
+        let before = published().await;
         let progressed = wait_until(Duration::from_secs(30), || async {
-            db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'")
-                .await
-                > before
+            published().await > before
         })
         .await;
-        assert!(progressed, "relay {kills} never published anything");
+        assert!(
+            progressed,
+            "relay {kills} never published:\n{}",
+            relay.log()
+        );
         tokio::time::sleep(random_millis(10, 150)).await;
+        // Frozen, the relay cannot publish or mark: what the table holds now
+        // is what the kill leaves behind.
+        relay.signal("STOP");
+        if unpublished().await > 0 {
+            kills_mid_run += 1;
+        }
         relay.kill9();
         kills += 1;
     }
-    let published_before_last = db
-        .count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'")
-        .await;
-    assert!(
-        published_before_last < EVENTS as i64,
-        "the kills must land mid-run; all events were already published"
-    );
 
     let mut relay = RelayProcess::spawn(db.url(), &kafka_broker(), &config);
     let drained = wait_until(Duration::from_secs(120), || async {
-        unique_ids(&collected) >= enqueued.len()
+        collected.distinct_ids().len() >= enqueued.len()
     })
     .await;
     assert!(relay.is_running(), "the last relay exited");
     assert!(
         drained,
-        "only {} of {EVENTS} events arrived",
-        unique_ids(&collected)
+        "only {} of {} events arrived",
+        collected.distinct_ids().len(),
+        enqueued.len()
     );
     assert!(
         wait_until(Duration::from_secs(30), || async {
-            db.count("SELECT COUNT(*) FROM outbox_events WHERE state <> 'published'")
-                .await
-                == 0
+            unpublished().await == 0
         })
         .await,
         "every event ends published"
@@ -106,8 +105,8 @@ async fn sigkill_at_random_moments_loses_nothing_and_keeps_order() {
 
     let duplicates = check_delivery(&enqueued, &collected.snapshot());
     assert!(
-        duplicates <= KILLS * BATCHES_IN_FLIGHT * BATCH_SIZE,
-        "{duplicates} duplicates: more than the batches in flight at {KILLS} kills"
+        duplicates <= kills * BATCHES_IN_FLIGHT * BATCH_SIZE,
+        "{duplicates} duplicates: more than the batches in flight at {kills} kills"
     );
 }
 
@@ -124,7 +123,7 @@ async fn three_relays_share_the_work_without_double_publishing() {
         .map(|_| RelayProcess::spawn(db.url(), &kafka_broker(), FAST_CONFIG))
         .collect();
     let drained = wait_until(Duration::from_secs(120), || async {
-        unique_ids(&collected) >= enqueued.len()
+        collected.distinct_ids().len() >= enqueued.len()
     })
     .await;
     for relay in &mut relays {
@@ -133,7 +132,7 @@ async fn three_relays_share_the_work_without_double_publishing() {
     assert!(
         drained,
         "only {} of {EVENTS} events arrived",
-        unique_ids(&collected)
+        collected.distinct_ids().len()
     );
 
     let duplicates = check_delivery(&enqueued, &collected.snapshot());
@@ -150,6 +149,21 @@ async fn three_relays_share_the_work_without_double_publishing() {
     }
 }
 
+/// After a graceful stop: no lease is held and no relay is registered.
+async fn assert_leases_released(db: &TestDatabase<sqlx::Postgres>) {
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM outbox_partitions WHERE lease_owner IS NOT NULL")
+            .await,
+        0,
+        "no lease is left held"
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM outbox_relays").await,
+        0,
+        "the relay deregistered"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_exits_zero_and_releases_every_lease() {
     let db = outbox_testkit::postgres().await;
@@ -161,7 +175,7 @@ async fn sigterm_exits_zero_and_releases_every_lease() {
     let mut relay = RelayProcess::spawn(db.url(), &kafka_broker(), FAST_CONFIG);
     assert!(
         wait_until(Duration::from_secs(60), || async {
-            unique_ids(&collected) >= enqueued.len()
+            collected.distinct_ids().len() >= enqueued.len()
         })
         .await,
         "events arrived"
@@ -181,18 +195,109 @@ async fn sigterm_exits_zero_and_releases_every_lease() {
         "exit status after SIGTERM: {status:?}\n{}",
         relay.log()
     );
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM outbox_partitions WHERE lease_owner IS NOT NULL")
-            .await,
-        0,
-        "no lease is left held"
-    );
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM outbox_relays").await,
-        0,
-        "the relay deregistered"
-    );
+    assert_leases_released(&db).await;
     check_delivery(&enqueued, &collected.snapshot());
+}
+
+/// Ids of `events` (as text) the consumer has received.
+fn received_of(collected: &Collected, events: &[uuid::Uuid]) -> usize {
+    let received = collected.distinct_ids();
+    events
+        .iter()
+        .filter(|id| received.contains(&id.to_string()))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_mid_batch_waits_for_the_broker_marks_the_batch_and_exits_zero() {
+    // One event per aggregate: the batch goes out in one wave, all of it
+    // in flight when the stop comes.
+    const IN_FLIGHT: u64 = 200;
+    let db = outbox_testkit::postgres().await;
+    let exchange = unique_name("stop-mid-batch");
+    let collected = rabbitmq::exchange_consumer(&exchange).await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    // The relay reaches RabbitMQ through a proxy, which holds the broker's
+    // confirms back; the confirm wait outlasts the hold.
+    let broker = TcpProxy::in_front_of(&rabbitmq::amqp_url()).await;
+    let config = FAST_CONFIG
+        .replace("lease_duration = \"2s\"", "lease_duration = \"40s\"")
+        .replace("publish_timeout = \"800ms\"", "publish_timeout = \"15s\"")
+        .replace("confirm_timeout = \"500ms\"", "confirm_timeout = \"10s\"");
+    let mut relay = RelayProcess::spawn(db.url(), &broker.route(&rabbitmq::amqp_url()), &config);
+    let published = || db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'");
+
+    // A first round connects the relay to the broker and leaves it idle.
+    let mut enqueued = enqueue_events(db.pool(), &exchange, 100, 10, 100).await;
+    assert!(
+        wait_until(Duration::from_secs(60), || async {
+            published().await == 100
+        })
+        .await,
+        "the first round was never published:\n{}",
+        relay.log()
+    );
+
+    // Every confirm from now on is held: once the consumer sees an event of
+    // the next batch, that batch waits for its confirms.
+    broker.hold_to_client();
+    let in_flight = enqueue_events(db.pool(), &exchange, IN_FLIGHT, IN_FLIGHT, IN_FLIGHT).await;
+    assert!(
+        wait_until(Duration::from_secs(60), || async {
+            received_of(&collected, &in_flight) > 0
+        })
+        .await,
+        "the batch never reached the broker:\n{}",
+        relay.log()
+    );
+    relay.signal("TERM");
+    assert!(
+        wait_until(Duration::from_secs(30), || async {
+            relay.log().contains("stop requested")
+        })
+        .await,
+        "the relay never noticed SIGTERM:\n{}",
+        relay.log()
+    );
+    assert!(
+        relay.is_running(),
+        "the relay exited with its batch in flight"
+    );
+    assert_eq!(
+        published().await,
+        100,
+        "nothing of the batch is marked before the broker confirms it"
+    );
+
+    broker.release_held();
+    let status = relay
+        .wait_exit(Duration::from_secs(30))
+        .expect("the relay stops once the broker confirms");
+    assert!(
+        status.success(),
+        "exit status after SIGTERM: {status:?}\n{}",
+        relay.log()
+    );
+    assert_eq!(
+        published().await,
+        100 + IN_FLIGHT as i64,
+        "the batch in flight is marked published:\n{}",
+        relay.log()
+    );
+    assert_leases_released(&db).await;
+    enqueued.extend(in_flight);
+    assert!(
+        wait_until(Duration::from_secs(30), || async {
+            collected.distinct_ids().len() >= enqueued.len()
+        })
+        .await,
+        "every event arrives"
+    );
+    assert_eq!(
+        check_delivery(&enqueued, &collected.snapshot()),
+        0,
+        "a graceful stop publishes nothing twice"
+    );
 }
 
 /// Enqueue, in this order: one `bad` aggregate event to `bad_exchange`,

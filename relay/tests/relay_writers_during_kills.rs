@@ -8,18 +8,20 @@ use std::time::{Duration, SystemTime};
 
 use outbox_testkit::{Collected, TestBackend, TestDatabase, kafka, rabbitmq, unique_name};
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
-use support::workload::{ShipmentMoved, check_delivery};
+use support::workload::{
+    WriterPlan, check_delivery, events_without_failures, join_writers, spawn_writers,
+};
+use tokio_util::sync::CancellationToken;
 
-/// Writers, each with its own aggregates (a producer serializes the writes
-/// of one aggregate), committing one event per transaction.
+/// Writers, each with its own aggregates, committing one event per
+/// transaction until the relay has been killed `KILLS` times (and at least
+/// `EVENTS_PER_WRITER` each): every kill lands while they write, however
+/// fast the machine.
 const WRITERS: u64 = 3;
-const EVENTS_PER_WRITER: u64 = 400;
+const EVENTS_PER_WRITER: u64 = 200;
 const AGGREGATES_PER_WRITER: u64 = 10;
-/// Pause between two commits of one writer: the writers run for about
-/// 15 s, through the kills.
 const COMMIT_PAUSE: Duration = Duration::from_millis(35);
-const MAX_KILLS: usize = 5;
-const MIN_KILLS: usize = 2;
+const KILLS: usize = 5;
 
 enum Broker {
     Kafka,
@@ -51,39 +53,6 @@ fn random_millis(low: u64, high: u64) -> Duration {
     Duration::from_millis(low + u64::from(nanos) % (high - low))
 }
 
-/// One writer: `EVENTS_PER_WRITER` events, one per transaction, with a
-/// short pause between commits. Returns the event ids in commit order.
-async fn write<DB: outbox::Backend>(
-    pool: sqlx::Pool<DB>,
-    target: String,
-    writer: u64,
-) -> Vec<uuid::Uuid> {
-    let mut ids = Vec::with_capacity(EVENTS_PER_WRITER as usize);
-    for sequence in 0..EVENTS_PER_WRITER {
-        let event = ShipmentMoved {
-            shipment: format!("w{writer}-{}", sequence % AGGREGATES_PER_WRITER),
-            sequence,
-        };
-        let message = outbox::OutboxMessage::new(
-            "shipment.moved",
-            "/shipments",
-            "shipment",
-            event.shipment.clone(),
-            target.as_str(),
-            serde_json::value::to_raw_value(&event).expect("payload"),
-        );
-        let mut tx = pool.begin().await.expect("begin");
-        let written = outbox::OutboxWriter::new()
-            .enqueue_messages(&mut tx, vec![message])
-            .await
-            .expect("enqueue");
-        tx.commit().await.expect("commit");
-        ids.extend(written);
-        tokio::time::sleep(COMMIT_PAUSE).await;
-    }
-    ids
-}
-
 async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
     db: TestDatabase<DB>,
     broker: Broker,
@@ -91,14 +60,17 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
     let target = unique_name("writers-kills");
     let collected = broker.consume(&target).await;
     outbox::migrate(db.pool()).await.expect("migrate");
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|writer| tokio::spawn(write(db.pool().clone(), target.clone(), writer)))
-        .collect();
+    let stop_writing = CancellationToken::new();
+    let plan = WriterPlan {
+        writer: 0,
+        aggregates: AGGREGATES_PER_WRITER,
+        at_least: EVENTS_PER_WRITER,
+        pause: COMMIT_PAUSE,
+    };
+    let writers = spawn_writers(db.pool(), &target, WRITERS, plan, &stop_writing);
 
     let published = || db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'");
-    let mut kills = 0;
-    while kills < MAX_KILLS && writers.iter().any(|writer| !writer.is_finished()) {
-        let kill = kills;
+    for kill in 0..KILLS {
         let relay = RelayProcess::spawn(db.url(), &broker.url(), FAST_CONFIG);
         let before = published().await;
         let progressed = wait_until(Duration::from_secs(60), || async {
@@ -108,17 +80,10 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
         assert!(progressed, "relay {kill} never published:\n{}", relay.log());
         tokio::time::sleep(random_millis(100, 1_500)).await;
         relay.kill9();
-        kills += 1;
     }
-    assert!(
-        kills >= MIN_KILLS,
-        "only {kills} kills landed while the writers ran: the run is too short"
-    );
-    let mut enqueued = Vec::new();
-    for writer in writers {
-        enqueued.extend(writer.await.expect("writer"));
-    }
-    assert_eq!(enqueued.len() as u64, WRITERS * EVENTS_PER_WRITER);
+    stop_writing.cancel();
+    let enqueued = events_without_failures(join_writers(writers).await);
+    assert!(enqueued.len() as u64 >= WRITERS * EVENTS_PER_WRITER);
 
     let mut relay = RelayProcess::spawn(db.url(), &broker.url(), FAST_CONFIG);
     let drained = wait_until(Duration::from_secs(120), || async {
@@ -133,12 +98,7 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
         relay.log()
     );
     let arrived = wait_until(Duration::from_secs(60), || async {
-        let ids: std::collections::HashSet<String> = collected
-            .snapshot()
-            .into_iter()
-            .map(|message| message.ce_id)
-            .collect();
-        ids.len() >= enqueued.len()
+        collected.distinct_ids().len() >= enqueued.len()
     })
     .await;
     assert!(arrived, "not every published event reached the consumer");
@@ -147,7 +107,8 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
     let status = relay.wait_exit(Duration::from_secs(30));
     assert!(
         status.is_some_and(|status| status.success()),
-        "the last relay did not exit 0: {status:?}"
+        "the last relay did not exit 0: {status:?}\n{}",
+        relay.log()
     );
 }
 

@@ -95,6 +95,31 @@ pub async fn delete_topic(brokers: &str, topic: &str) {
     }
 }
 
+/// Delete `topics` from a thread of its own, so that a `Drop` inside the
+/// test's runtime can clean up; failures are printed, not raised.
+pub fn delete_topics_blocking(brokers: String, topics: Vec<String>) {
+    let deleter = std::thread::spawn(move || {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                eprintln!("could not delete topics {topics:?}: {error}");
+                return;
+            }
+        };
+        runtime.block_on(async {
+            for topic in &topics {
+                delete_topic(&brokers, topic).await;
+            }
+        });
+    });
+    if let Err(panic) = deleter.join() {
+        eprintln!("could not delete topics: {panic:?}");
+    }
+}
+
 /// Every header of `message`, values as (lossy) UTF-8 text.
 pub fn message_headers<M: Message>(message: &M) -> HashMap<String, String> {
     message
@@ -167,6 +192,8 @@ pub struct Outgoing {
     pub headers: Vec<(String, String)>,
     /// The record value.
     pub value: Vec<u8>,
+    /// The partition to write to; `None` leaves it to the key's hash.
+    pub partition: Option<i32>,
 }
 
 /// An idempotent producer acknowledged by all replicas, without linger.
@@ -191,14 +218,15 @@ pub async fn produce(brokers: &str, topic: &str, messages: &[Outgoing]) {
                 value: Some(value.as_str()),
             });
         }
+        let mut record = FutureRecord::to(topic)
+            .key(message.key.as_str())
+            .payload(message.value.as_slice())
+            .headers(headers);
+        if let Some(partition) = message.partition {
+            record = record.partition(partition);
+        }
         producer
-            .send(
-                FutureRecord::to(topic)
-                    .key(message.key.as_str())
-                    .payload(message.value.as_slice())
-                    .headers(headers),
-                Duration::from_secs(10),
-            )
+            .send(record, Duration::from_secs(10))
             .await
             .map_err(|(error, _)| error)
             .expect("message produced");

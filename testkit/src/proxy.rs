@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -17,6 +18,12 @@ use tokio::task::JoinHandle;
 /// new connection right after accepting it; [`TcpProxy::restore`] makes it
 /// forward again. Point the client under test at [`TcpProxy::route`] of
 /// the server's URL; the test's own connections go to the server directly.
+///
+/// [`TcpProxy::hold_to_server`] and [`TcpProxy::hold_to_client`] keep the
+/// connections open but hold back the bytes going one way, as a slow or
+/// paused peer would; [`TcpProxy::release_held`] forwards what was held and
+/// goes on as usual. A test can so catch a client with a request in flight:
+/// a statement sent but not yet run, a message sent but not yet confirmed.
 ///
 /// ```no_run
 /// # async fn example() {
@@ -44,6 +51,10 @@ struct ProxyState {
     /// Bumped by every stall: each forwarded connection goes silent when it
     /// moves.
     stalls: watch::Sender<u64>,
+    /// Whether bytes from clients to the server are held back.
+    to_server_held: watch::Sender<bool>,
+    /// Whether bytes from the server to clients are held back.
+    to_client_held: watch::Sender<bool>,
     refused: AtomicU64,
     cut_connections: AtomicU64,
 }
@@ -66,6 +77,8 @@ impl TcpProxy {
             severed: AtomicBool::new(false),
             cuts: watch::Sender::new(0),
             stalls: watch::Sender::new(0),
+            to_server_held: watch::Sender::new(false),
+            to_client_held: watch::Sender::new(false),
             refused: AtomicU64::new(0),
             cut_connections: AtomicU64::new(0),
         });
@@ -119,6 +132,27 @@ impl TcpProxy {
     /// forwarded as usual.
     pub fn stall_connections(&self) {
         self.state.stalls.send_modify(|stalls| *stalls += 1);
+    }
+
+    /// Hold back every byte clients send to the server, on open and new
+    /// connections, until [`TcpProxy::release_held`]: what a client sends
+    /// from now on reaches the server only then. Connections stay open.
+    pub fn hold_to_server(&self) {
+        self.state.to_server_held.send_replace(true);
+    }
+
+    /// Hold back every byte the server sends to clients, on open and new
+    /// connections, until [`TcpProxy::release_held`]: the server gets its
+    /// requests and answers them, but the answers wait. Connections stay
+    /// open.
+    pub fn hold_to_client(&self) {
+        self.state.to_client_held.send_replace(true);
+    }
+
+    /// Forward what was held back, both ways, and stop holding.
+    pub fn release_held(&self) {
+        self.state.to_server_held.send_replace(false);
+        self.state.to_client_held.send_replace(false);
     }
 
     /// Forward new connections again.
@@ -184,9 +218,23 @@ async fn forward(
                 return;
             }
         };
+        // Borrowed halves: a stall drops the copying but keeps both
+        // sockets open.
+        let (mut client_reader, mut client_writer) = client.split();
+        let (mut server_reader, mut server_writer) = server.split();
+        let to_server = pump(
+            &mut client_reader,
+            &mut server_writer,
+            state.to_server_held.subscribe(),
+        );
+        let to_client = pump(
+            &mut server_reader,
+            &mut client_writer,
+            state.to_client_held.subscribe(),
+        );
         tokio::select! {
             // Either side closing ends the connection; how is of no interest.
-            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+            _ = futures::future::try_join(to_server, to_client) => {}
             _ = stalls.changed() => std::future::pending::<()>().await,
         }
     };
@@ -195,6 +243,28 @@ async fn forward(
         _ = cuts.changed() => {
             state.cut_connections.fetch_add(1, Ordering::SeqCst);
         }
+    }
+}
+
+/// Copy bytes from `from` to `to` until `from` closes, then close `to`'s
+/// side. A chunk read while `held` is true waits until it is false: bytes
+/// read after a hold began go on only after the release.
+async fn pump(
+    from: &mut (impl AsyncRead + Unpin),
+    to: &mut (impl AsyncWrite + Unpin),
+    mut held: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let mut buffer = vec![0_u8; 16 * 1024];
+    loop {
+        let read = from.read(&mut buffer).await?;
+        if read == 0 {
+            return to.shutdown().await;
+        }
+        if held.wait_for(|held| !*held).await.is_err() {
+            // The proxy is gone: nothing will release the bytes.
+            return Ok(());
+        }
+        to.write_all(&buffer[..read]).await?;
     }
 }
 
@@ -305,24 +375,55 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_stalled_connection_stays_open_and_silent() {
-        let proxy = TcpProxy::start(echo_server().await.to_string()).await;
-        let mut stalled = TcpStream::connect(proxy.address()).await.expect("connect");
-        assert!(echoes(&mut stalled).await, "forwarded");
-        proxy.stall_connections();
-        stalled
+    /// Whether `ping` can be sent on `stream` (it stays open) and no echo
+    /// comes back within 300 ms.
+    async fn sends_without_answer(stream: &mut TcpStream) -> bool {
+        stream
             .write_all(b"ping")
             .await
             .expect("the socket stays open");
         let mut answer = [0_u8; 4];
         let read = tokio::time::timeout(
             std::time::Duration::from_millis(300),
-            stalled.read_exact(&mut answer),
+            stream.read_exact(&mut answer),
         )
         .await;
-        assert!(read.is_err(), "a stalled connection carries nothing");
+        read.is_err()
+    }
+
+    #[tokio::test]
+    async fn a_stalled_connection_stays_open_and_silent() {
+        let proxy = TcpProxy::start(echo_server().await.to_string()).await;
+        let mut stalled = TcpStream::connect(proxy.address()).await.expect("connect");
+        assert!(echoes(&mut stalled).await, "forwarded");
+        proxy.stall_connections();
+        assert!(
+            sends_without_answer(&mut stalled).await,
+            "a stalled connection carries nothing"
+        );
         let mut fresh = TcpStream::connect(proxy.address()).await.expect("connect");
         assert!(echoes(&mut fresh).await, "new connections are forwarded");
+    }
+
+    #[tokio::test]
+    async fn held_bytes_are_forwarded_on_release() {
+        let proxy = TcpProxy::start(echo_server().await.to_string()).await;
+        for hold in [TcpProxy::hold_to_server, TcpProxy::hold_to_client] {
+            let mut connection = TcpStream::connect(proxy.address()).await.expect("connect");
+            assert!(echoes(&mut connection).await, "forwarded");
+            hold(&proxy);
+            assert!(
+                sends_without_answer(&mut connection).await,
+                "held bytes do not pass"
+            );
+            proxy.release_held();
+            let mut answer = [0_u8; 4];
+            connection
+                .read_exact(&mut answer)
+                .await
+                .expect("the held bytes arrive on release");
+            assert_eq!(&answer, b"ping");
+            assert!(echoes(&mut connection).await, "forwarded after the release");
+        }
     }
 }

@@ -69,6 +69,17 @@ pub async fn declare_topic_exchange(channel: &Channel, exchange: &str) {
 
 /// Declare the durable `queue` and bind it to `exchange` with `#`.
 pub async fn declare_bound_queue(channel: &Channel, exchange: &str, queue: &str) {
+    declare_queue_bound_with(channel, exchange, queue, "#").await;
+}
+
+/// Declare the durable `queue` and bind it to `exchange` with
+/// `binding_key`.
+pub async fn declare_queue_bound_with(
+    channel: &Channel,
+    exchange: &str,
+    queue: &str,
+    binding_key: &str,
+) {
     channel
         .queue_declare(
             queue.into(),
@@ -84,7 +95,7 @@ pub async fn declare_bound_queue(channel: &Channel, exchange: &str, queue: &str)
         .queue_bind(
             queue.into(),
             exchange.into(),
-            "#".into(),
+            binding_key.into(),
             QueueBindOptions::default(),
             FieldTable::default(),
         )
@@ -207,11 +218,17 @@ pub fn received(delivery: &Delivery) -> Received {
 /// bound to it with `#`, and consume the queue in the background (manual
 /// ack), reconnecting when the connection is lost.
 pub async fn exchange_consumer(exchange: &str) -> Collected {
+    exchange_consumer_bound_with(exchange, "#").await
+}
+
+/// As [`exchange_consumer`], with the queue bound by `binding_key`: the
+/// broker returns messages whose routing key it does not match.
+pub async fn exchange_consumer_bound_with(exchange: &str, binding_key: &str) -> Collected {
     let connection = require_rabbitmq().await;
     let channel = connection.create_channel().await.expect("channel");
     declare_topic_exchange(&channel, exchange).await;
     let queue = format!("{exchange}.all");
-    declare_bound_queue(&channel, exchange, &queue).await;
+    declare_queue_bound_with(&channel, exchange, &queue, binding_key).await;
     let collected = Collected::default();
     let sink = collected.clone();
     tokio::spawn(async move {

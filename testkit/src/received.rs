@@ -1,7 +1,7 @@
 //! [`Received`] and [`Collected`]: what a test's consumer saw of the
 //! messages on a real broker, in arrival order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 /// What one consumer saw of one message, the same for Kafka and RabbitMQ.
@@ -39,6 +39,20 @@ impl Collected {
         self.0
             .lock()
             .map(|messages| messages.clone())
+            .unwrap_or_default()
+    }
+
+    /// The distinct CloudEvents ids so far: what arrived, duplicates
+    /// counted once.
+    pub fn distinct_ids(&self) -> HashSet<String> {
+        self.0
+            .lock()
+            .map(|messages| {
+                messages
+                    .iter()
+                    .map(|message| message.ce_id.clone())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 

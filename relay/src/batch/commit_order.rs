@@ -1,4 +1,5 @@
-//! Noticing events committed out of id order.
+//! Noticing events published out of their aggregate's order: committed out
+//! of id order, or acknowledged past an earlier event that failed.
 
 use super::Dispatcher;
 use super::waves::aggregate_key;
@@ -35,5 +36,24 @@ impl Dispatcher {
                 );
             }
         }
+    }
+}
+
+impl Dispatcher {
+    /// `claimed` was acknowledged although an earlier event of its
+    /// aggregate failed in the same batch: both were in flight at once, so
+    /// the failed one goes out again after it. The relay cannot take a
+    /// stored event back; it says so and counts it.
+    pub(super) fn note_published_out_of_order(&mut self, claimed: &ClaimedEvent) {
+        self.metrics
+            .record_published_out_of_order(&claimed.event.topic);
+        tracing::warn!(
+            aggregate_type = %claimed.event.aggregate_type,
+            aggregate_id = %claimed.event.aggregate_id,
+            event_id = %claimed.event.event_id,
+            id = claimed.event.id,
+            "event acknowledged after an earlier event of its aggregate in the same batch \
+             failed; that event is published again after it"
+        );
     }
 }

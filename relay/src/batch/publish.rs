@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::Dispatcher;
-use super::waves::{AggregateKey, aggregate_key, split_into_waves};
+use super::waves::{AggregateKey, aggregate_key, split_into_topic_runs, split_into_waves};
 use crate::publish::PublishFailure;
 use crate::store::{ClaimedEvent, Lease};
 
@@ -67,7 +67,11 @@ impl Dispatcher {
         let batch_size = batch.len();
         let started = Instant::now();
         let mut outcome = BatchOutcome::default();
-        let waves = split_into_waves(batch);
+        let waves = if self.publisher.keeps_order() {
+            split_into_topic_runs(batch)
+        } else {
+            split_into_waves(batch)
+        };
         let wave_count = waves.len();
         let mut waves = waves.into_iter().enumerate();
         while let Some((wave_index, wave)) = waves.next() {
@@ -141,6 +145,9 @@ impl Dispatcher {
         let mut unavailable = 0;
         for (claimed, result) in wave.into_iter().zip(results) {
             let Err(failure) = result else {
+                if outcome.blocked.contains(&aggregate_key(&claimed)) {
+                    self.note_published_out_of_order(&claimed);
+                }
                 self.metrics.record_published(&claimed.event.topic, 1);
                 self.metrics
                     .observe_commit_to_ack(claimed.event.created_at, acknowledged_at);
@@ -153,8 +160,23 @@ impl Dispatcher {
                 outcome.published.push(published_id);
                 continue;
             };
+            let follows_a_failure = !outcome.blocked.insert(aggregate_key(&claimed));
+            if let PublishFailure::Held(_) = failure {
+                // Never sent: it waits for the failed event before it.
+                continue;
+            }
+            if follows_a_failure && matches!(failure, PublishFailure::Rejected(_)) {
+                // Sent with an earlier event of its aggregate that failed:
+                // it waits for that one, its own attempts untouched, and
+                // meets the broker again in its turn.
+                tracing::debug!(
+                    event_id = %claimed.event.event_id,
+                    error = %failure,
+                    "rejected behind a failed event of its aggregate; held for its turn"
+                );
+                continue;
+            }
             self.metrics.record_failed(&claimed.event.topic);
-            outcome.blocked.insert(aggregate_key(&claimed));
             match failure {
                 PublishFailure::Unavailable(message) => {
                     unavailable += 1;
@@ -162,6 +184,7 @@ impl Dispatcher {
                     outcome.first_unavailable.get_or_insert(message);
                 }
                 PublishFailure::Rejected(message) => outcome.rejected.push((claimed, message)),
+                PublishFailure::Held(_) => {}
             }
         }
         outcome.unavailable += unavailable;

@@ -6,11 +6,13 @@ use crate::OutboundEvent;
 
 pub mod cloudevent;
 mod from_config;
+mod hold;
 pub mod kafka;
 pub mod rabbitmq;
 pub mod stdout;
 
 pub use from_config::build_publisher;
+pub(crate) use hold::AggregateHolds;
 pub use kafka::{KafkaPublisher, KafkaPublisherConfig};
 pub use rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};
 pub use stdout::StdoutPublisher;
@@ -26,13 +28,19 @@ pub enum PublishFailure {
     /// The broker refused this event (too large, unroutable, nacked, unknown
     /// exchange or topic). Counts as a failed attempt of the event.
     Rejected(String),
+    /// Not sent: an earlier event of the same aggregate in the same publish
+    /// failed before this one was handed to the broker. Not an attempt; the
+    /// event goes out after that earlier one, in order.
+    Held(String),
 }
 
 impl PublishFailure {
     /// The error text, as stored in `last_error`.
     pub fn message(&self) -> &str {
         match self {
-            PublishFailure::Unavailable(message) | PublishFailure::Rejected(message) => message,
+            PublishFailure::Unavailable(message)
+            | PublishFailure::Rejected(message)
+            | PublishFailure::Held(message) => message,
         }
     }
 }
@@ -46,6 +54,7 @@ impl std::fmt::Display for PublishFailure {
             PublishFailure::Rejected(message) => {
                 write!(formatter, "rejected by the broker: {message}")
             }
+            PublishFailure::Held(message) => write!(formatter, "held back: {message}"),
         }
     }
 }
@@ -71,6 +80,20 @@ pub trait Publisher: Send + Sync {
     /// Whether the client currently holds a live broker connection (for
     /// readiness reporting).
     fn is_connected(&self) -> bool;
+
+    /// Whether one [`Publisher::publish`] call keeps each aggregate's order:
+    /// the broker stores the events of one aggregate in the order of the
+    /// slice, and an event whose earlier event of the same aggregate failed
+    /// before it was sent is not sent at all ([`PublishFailure::Held`]).
+    ///
+    /// When true, the relay sends a whole batch in one call, whatever the
+    /// number of events per aggregate. When false (the default), it sends
+    /// one event per aggregate per call and awaits its acknowledgement
+    /// before the next (waves), which costs a broker round trip per event
+    /// of the batch's busiest aggregate.
+    fn keeps_order(&self) -> bool {
+        false
+    }
 
     /// Throw the client's broker state away (producer, connection,
     /// channels), build it anew and check that the broker answers. The

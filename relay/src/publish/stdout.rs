@@ -18,7 +18,7 @@ use futures::future::BoxFuture;
 
 use crate::OutboundEvent;
 use crate::publish::cloudevent::CloudEvent;
-use crate::publish::{PublishFailure, Publisher};
+use crate::publish::{AggregateHolds, PublishFailure, Publisher};
 
 /// Publishes events as JSON lines to stdout, or to any other writer.
 ///
@@ -64,8 +64,16 @@ impl<W: Write + Send> StdoutPublisher<W> {
     fn publish_batch(&self, events: &[OutboundEvent]) -> Vec<Result<(), PublishFailure>> {
         let mut outcomes: Vec<Result<(), PublishFailure>> = Vec::with_capacity(events.len());
         let mut buffer: Vec<u8> = Vec::with_capacity(events.len() * 512);
+        let mut holds = AggregateHolds::default();
         for event in events {
-            outcomes.push(append_line(&mut buffer, event));
+            let outcome = match holds.held(event) {
+                Some(held) => Err(held),
+                None => append_line(&mut buffer, event),
+            };
+            if outcome.is_err() {
+                holds.note_failure(event);
+            }
+            outcomes.push(outcome);
         }
         if buffer.is_empty() {
             return outcomes;
@@ -119,6 +127,11 @@ impl<W: Write + Send> Publisher for StdoutPublisher<W> {
     /// True unless the last write failed.
     fn is_connected(&self) -> bool {
         self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Lines are written in the order of the slice, all in one write.
+    fn keeps_order(&self) -> bool {
+        true
     }
 }
 

@@ -1,6 +1,7 @@
-//! The relay's database side, one file per backend (`postgres.rs`,
-//! `mysql.rs`, `sqlite.rs`, with their SQL in `store/sql/<backend>/`), the
-//! row mapping they share (`rows.rs`), and three traits by who uses them:
+//! The relay's database side: one store for every SQL backend
+//! (`sql_store/`), a dialect per backend (`postgres.rs`, `mysql.rs`,
+//! `sqlite.rs`, with their SQL in `store/sql/<backend>/`), the row mapping
+//! they share (`rows.rs`), and three traits by who uses them:
 //!
 //! - [`LeaseStore`]: partition leases with fencing tokens, and heartbeats.
 //! - [`EventSource`]: the batch loop's hot path: fetch due events, mark
@@ -19,8 +20,8 @@ mod leases;
 mod mysql;
 mod operator;
 mod postgres;
-mod returning;
 pub(crate) mod rows;
+mod sql_store;
 mod sqlite;
 mod types;
 
@@ -32,6 +33,7 @@ pub use leases::LeaseStore;
 pub use mysql::MySqlStore;
 pub use operator::OperatorStore;
 pub use postgres::PostgresStore;
+pub use sql_store::SqlStore;
 pub use sqlite::SqliteStore;
 pub use types::{
     ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, LiveLease, OutboxBacklog,

@@ -5,13 +5,14 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::PgPool;
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
+use futures::future::BoxFuture;
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgListener, PgQueryResult};
+use sqlx::{PgPool, Postgres};
 use tokio_util::sync::CancellationToken;
 
-use super::returning::returning_statements;
-use super::rows::direct_store_row;
-use super::{ACQUIRE_TIMEOUT, POOL_SIZE};
+use super::sql_store::{
+    Bound, Dialect, ExplainFetch, NumberedSql, RowsAffected, SqlStore, Statements,
+};
 use crate::Error;
 use crate::wakeup::{NOTIFY_CHANNEL, Wakeup};
 
@@ -22,7 +23,7 @@ use crate::wakeup::{NOTIFY_CHANNEL, Wakeup};
 /// otherwise read every pending row and sort them, a hundred times slower.
 const FETCH_SETTINGS: &[&str] = &["SET LOCAL enable_sort = off"];
 
-/// The fetch, as [`PostgresStore::fetch_pending_plan`] explains it.
+/// The fetch, as [`ExplainFetch`] explains it.
 const FETCH_PENDING: &str = include_str!("sql/postgres/fetch_pending.sql");
 
 /// Statements run before a mark, in its transaction: its commit does not
@@ -34,81 +35,97 @@ const FETCH_PENDING: &str = include_str!("sql/postgres/fetch_pending.sql");
 const MARK_SETTINGS: &[&str] = &["SET LOCAL synchronous_commit = off"];
 
 /// The relay's store on PostgreSQL.
-#[derive(Debug, Clone)]
-pub struct PostgresStore {
-    pool: PgPool,
+pub type PostgresStore = SqlStore<PostgresDialect>;
+
+/// What sets PostgreSQL apart: arrays and `timestamptz` binds, settings for
+/// the fetch and the mark, `NOTIFY` on commits.
+#[derive(Debug, Clone, Copy)]
+pub struct PostgresDialect;
+
+/// The statements of `store/sql/postgres/`.
+const STATEMENTS: Statements = Statements::numbered(NumberedSql {
+    partition_count: include_str!("sql/postgres/partition_count.sql"),
+    heartbeat_upsert: include_str!("sql/postgres/heartbeat_upsert.sql"),
+    heartbeat_forget_dead: include_str!("sql/postgres/heartbeat_forget_dead.sql"),
+    live_relays: include_str!("sql/postgres/live_relays.sql"),
+    deregister: include_str!("sql/postgres/deregister.sql"),
+    renew_leases: include_str!("sql/postgres/renew_leases.sql"),
+    acquire_leases: include_str!("sql/postgres/acquire_leases.sql"),
+    release_leases: include_str!("sql/postgres/release_leases.sql"),
+    fetch_pending: FETCH_PENDING,
+    mark_published: include_str!("sql/postgres/mark_published.sql"),
+    record_failure: include_str!("sql/postgres/record_failure.sql"),
+    delete_published: include_str!("sql/postgres/delete_published.sql"),
+    backlog: include_str!("sql/postgres/backlog.sql"),
+    status: include_str!("sql/postgres/status.sql"),
+    status_topics: include_str!("sql/postgres/status_topics.sql"),
+    status_leases: include_str!("sql/postgres/status_leases.sql"),
+    database_time: include_str!("sql/postgres/database_time.sql"),
+    topic_exists: include_str!("sql/postgres/topic_exists.sql"),
+    fetch_published: include_str!("sql/postgres/fetch_published.sql"),
+    list_dead: include_str!("sql/postgres/list_dead.sql"),
+    retry_dead: include_str!("sql/postgres/retry_dead.sql"),
+    discard_dead: include_str!("sql/postgres/discard_dead.sql"),
+});
+
+impl Dialect for PostgresDialect {
+    type Database = Postgres;
+
+    const STATEMENTS: &'static Statements = &STATEMENTS;
+    const FETCH_SETTINGS: &'static [&'static str] = FETCH_SETTINGS;
+    const MARK_SETTINGS: &'static [&'static str] = MARK_SETTINGS;
+
+    fn connect_options(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
+        PgConnectOptions::from_str(url)
+    }
+
+    /// Integer lists bind as arrays.
+    fn partition_list(partitions: &[i32]) -> Bound<Postgres> {
+        Box::new(partitions.to_vec())
+    }
+
+    /// Integer lists bind as arrays.
+    fn id_list(ids: &[i64]) -> Bound<Postgres> {
+        Box::new(ids.to_vec())
+    }
+
+    /// Times bind as `timestamptz`.
+    fn time(time: DateTime<Utc>) -> Bound<Postgres> {
+        Box::new(time)
+    }
+
+    fn watch_commits(pool: &PgPool, wakeup: Wakeup, stop: CancellationToken) {
+        listen_for_commits(pool, wakeup, stop);
+    }
 }
 
-impl PostgresStore {
-    /// A store over `pool`.
-    pub fn new(pool: PgPool) -> Self {
-        PostgresStore { pool }
-    }
-
-    /// Connect to the `postgres://` URL `url`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidDatabaseUrl`] for options sqlx rejects;
-    /// [`Error::Database`] when the database cannot be reached.
-    pub async fn connect(url: &str) -> Result<Self, Error> {
-        let options =
-            PgConnectOptions::from_str(url).map_err(|error| super::invalid_url(url, error))?;
-        let pool = PgPoolOptions::new()
-            .max_connections(POOL_SIZE)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_with(options)
-            .await?;
-        Ok(PostgresStore::new(pool))
-    }
-
-    /// The pool.
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
-    /// The plan PostgreSQL chooses for the batch loop's fetch, with the
-    /// fetch's own settings, as `EXPLAIN (FORMAT JSON)` gives it: for
-    /// operators looking into slow fetches, and for the test that keeps the
-    /// plan free of a sort over the pending rows.
-    ///
-    /// # Errors
-    /// [`Error::Database`] when the statement fails.
-    pub async fn fetch_pending_plan(
-        &self,
-        partition_count: i32,
-        partitions: &[i32],
-        hold_dead: bool,
-        limit: i64,
-    ) -> Result<serde_json::Value, Error> {
-        let mut transaction = self.pool.begin().await?;
-        for setting in FETCH_SETTINGS {
-            sqlx::query(*setting).execute(&mut *transaction).await?;
-        }
-        let explain = format!("EXPLAIN (FORMAT JSON) {FETCH_PENDING}");
-        let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
-            .persistent(false)
-            .bind(partition_count)
-            .bind(partitions.to_vec())
-            .bind(hold_dead)
-            .bind(limit)
-            .bind(Vec::<i64>::new())
-            .fetch_one(&mut *transaction)
-            .await?;
-        transaction.rollback().await?;
-        Ok(plan)
+/// As `EXPLAIN (FORMAT JSON)` gives it.
+impl ExplainFetch for PostgresDialect {
+    fn explain_fetch(
+        pool: &PgPool,
+        arguments: PgArguments,
+    ) -> BoxFuture<'_, Result<serde_json::Value, Error>> {
+        Box::pin(async move {
+            let mut transaction = pool.begin().await?;
+            for setting in FETCH_SETTINGS {
+                sqlx::query(*setting).execute(&mut *transaction).await?;
+            }
+            let explain = format!("EXPLAIN (FORMAT JSON) {FETCH_PENDING}");
+            let plan: serde_json::Value =
+                sqlx::query_scalar_with(sqlx::AssertSqlSafe(explain), arguments)
+                    .persistent(false)
+                    .fetch_one(&mut *transaction)
+                    .await?;
+            transaction.rollback().await?;
+            Ok(plan)
+        })
     }
 }
 
-direct_store_row!(PgRow);
-
-/// Integer lists bind as arrays.
-fn integer_array<T: Copy>(values: &[T]) -> Vec<T> {
-    values.to_vec()
-}
-
-/// Times bind as `timestamptz`.
-fn timestamptz(time: DateTime<Utc>) -> DateTime<Utc> {
-    time
+impl RowsAffected for PgQueryResult {
+    fn rows_affected(&self) -> u64 {
+        PgQueryResult::rows_affected(self)
+    }
 }
 
 /// A trigger on `outbox_events` sends `NOTIFY outbox_events` once per
@@ -156,13 +173,3 @@ async fn pause(stop: &CancellationToken) {
         () = tokio::time::sleep(Duration::from_secs(1)) => {}
     }
 }
-
-returning_statements!(
-    PostgresStore,
-    "postgres",
-    integer_array,
-    timestamptz,
-    FETCH_SETTINGS,
-    MARK_SETTINGS,
-    listen_for_commits
-);

@@ -1,13 +1,13 @@
-//! Row mapping and bind values shared by every backend. [`StoreRow`] hides
-//! how a backend decodes times and partition numbers; everything else maps
-//! the same way everywhere.
+//! Row mapping and bind values shared by every backend: [`StoreRow`] reads
+//! the columns of any backend's rows, and every row maps the same way
+//! everywhere.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::Row;
+use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use super::{
     ClaimedEvent, DeadEvent, DeadSelector, Lease, LiveLease, OutboxBacklog, OutboxStatus,
@@ -15,62 +15,121 @@ use super::{
 };
 use crate::OutboundEvent;
 
-/// A result row of any backend, read by column name.
-pub(crate) trait StoreRow: Row {
-    /// A text column.
-    fn text(&self, column: &str) -> Result<String, sqlx::Error>;
-    /// A nullable text column.
-    fn optional_text(&self, column: &str) -> Result<Option<String>, sqlx::Error>;
-    /// An `INTEGER` column.
-    fn int(&self, column: &str) -> Result<i32, sqlx::Error>;
-    /// A `BIGINT` column.
-    fn bigint(&self, column: &str) -> Result<i64, sqlx::Error>;
-    /// A nullable `BIGINT` column.
-    fn optional_bigint(&self, column: &str) -> Result<Option<i64>, sqlx::Error>;
-    /// A UTC time column.
-    fn time(&self, column: &str) -> Result<DateTime<Utc>, sqlx::Error>;
-    /// A nullable UTC time column.
-    fn optional_time(&self, column: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error>;
-    /// A partition number computed in SQL (`partition_key % n`), which some
-    /// backends type as `BIGINT`.
-    fn partition_no(&self, column: &str) -> Result<i32, sqlx::Error> {
-        self.int(column)
+/// A column of a result row: its name, or its position from 0 (for the
+/// one column of a statement that returns a single value).
+#[derive(Debug, Clone, Copy)]
+pub enum Column<'a> {
+    /// The column of this name.
+    Named(&'a str),
+    /// The column at this position.
+    At(usize),
+}
+
+impl<'a> From<&'a str> for Column<'a> {
+    fn from(name: &'a str) -> Self {
+        Column::Named(name)
     }
 }
 
-/// [`StoreRow`] for a backend whose driver decodes every column type the
-/// store reads directly (PostgreSQL, SQLite).
-macro_rules! direct_store_row {
-    ($row:ty) => {
-        impl $crate::store::rows::StoreRow for $row {
-            fn text(&self, column: &str) -> Result<String, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn optional_text(&self, column: &str) -> Result<Option<String>, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn int(&self, column: &str) -> Result<i32, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn bigint(&self, column: &str) -> Result<i64, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn optional_bigint(&self, column: &str) -> Result<Option<i64>, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn time(&self, column: &str) -> Result<chrono::DateTime<chrono::Utc>, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-            fn optional_time(
-                &self,
-                column: &str,
-            ) -> Result<Option<chrono::DateTime<chrono::Utc>>, sqlx::Error> {
-                sqlx::Row::try_get(self, column)
-            }
-        }
-    };
+impl From<usize> for Column<'_> {
+    fn from(position: usize) -> Self {
+        Column::At(position)
+    }
 }
-pub(crate) use direct_store_row;
+
+/// A value type every backend decodes the same way: integers of any width
+/// that fits (MariaDB types `partition_key % ?` and `COUNT(*)` as
+/// `BIGINT`), times as UTC (MariaDB's `DATETIME` has no zone; the schema
+/// keeps it in UTC).
+pub trait Decodes<R: Row>: for<'r> Decode<'r, R::Database> + Type<R::Database> {}
+
+impl<R: Row, T: for<'r> Decode<'r, R::Database> + Type<R::Database>> Decodes<R> for T {}
+
+/// The value of `column` of `row`.
+fn value<'c, R, T>(row: &R, column: impl Into<Column<'c>>) -> Result<T, sqlx::Error>
+where
+    R: Row,
+    for<'n> &'n str: ColumnIndex<R>,
+    usize: ColumnIndex<R>,
+    T: Decodes<R>,
+{
+    match column.into() {
+        Column::Named(name) => row.try_get(name),
+        Column::At(position) => row.try_get(position),
+    }
+}
+
+/// A result row of any backend, read by column name or position.
+pub trait StoreRow: Row {
+    /// A text column.
+    fn text<'c>(&self, column: impl Into<Column<'c>>) -> Result<String, sqlx::Error>;
+    /// A nullable text column.
+    fn optional_text<'c>(
+        &self,
+        column: impl Into<Column<'c>>,
+    ) -> Result<Option<String>, sqlx::Error>;
+    /// An `INTEGER` column.
+    fn int<'c>(&self, column: impl Into<Column<'c>>) -> Result<i32, sqlx::Error>;
+    /// A `BIGINT` column.
+    fn bigint<'c>(&self, column: impl Into<Column<'c>>) -> Result<i64, sqlx::Error>;
+    /// A nullable `BIGINT` column.
+    fn optional_bigint<'c>(
+        &self,
+        column: impl Into<Column<'c>>,
+    ) -> Result<Option<i64>, sqlx::Error>;
+    /// A UTC time column.
+    fn time<'c>(&self, column: impl Into<Column<'c>>) -> Result<DateTime<Utc>, sqlx::Error>;
+    /// A nullable UTC time column.
+    fn optional_time<'c>(
+        &self,
+        column: impl Into<Column<'c>>,
+    ) -> Result<Option<DateTime<Utc>>, sqlx::Error>;
+}
+
+impl<R> StoreRow for R
+where
+    R: Row,
+    for<'n> &'n str: ColumnIndex<R>,
+    usize: ColumnIndex<R>,
+    String: Decodes<R>,
+    Option<String>: Decodes<R>,
+    i32: Decodes<R>,
+    i64: Decodes<R>,
+    Option<i64>: Decodes<R>,
+    DateTime<Utc>: Decodes<R>,
+    Option<DateTime<Utc>>: Decodes<R>,
+{
+    fn text<'c>(&self, column: impl Into<Column<'c>>) -> Result<String, sqlx::Error> {
+        value(self, column)
+    }
+    fn optional_text<'c>(
+        &self,
+        column: impl Into<Column<'c>>,
+    ) -> Result<Option<String>, sqlx::Error> {
+        value(self, column)
+    }
+    fn int<'c>(&self, column: impl Into<Column<'c>>) -> Result<i32, sqlx::Error> {
+        value(self, column)
+    }
+    fn bigint<'c>(&self, column: impl Into<Column<'c>>) -> Result<i64, sqlx::Error> {
+        value(self, column)
+    }
+    fn optional_bigint<'c>(
+        &self,
+        column: impl Into<Column<'c>>,
+    ) -> Result<Option<i64>, sqlx::Error> {
+        value(self, column)
+    }
+    fn time<'c>(&self, column: impl Into<Column<'c>>) -> Result<DateTime<Utc>, sqlx::Error> {
+        value(self, column)
+    }
+    fn optional_time<'c>(
+        &self,
+        column: impl Into<Column<'c>>,
+    ) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+        value(self, column)
+    }
+}
 
 /// Map every row with `map`.
 pub(crate) fn map_rows<R, T>(
@@ -114,7 +173,7 @@ pub(crate) fn outbound_from_row<R: StoreRow>(row: &R) -> Result<OutboundEvent, s
 
 pub(crate) fn claimed_from_row<R: StoreRow>(row: &R) -> Result<ClaimedEvent, sqlx::Error> {
     Ok(ClaimedEvent {
-        partition_no: row.partition_no("partition_no")?,
+        partition_no: row.int("partition_no")?,
         event: outbound_from_row(row)?,
     })
 }

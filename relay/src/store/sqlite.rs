@@ -5,83 +5,73 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
-use tokio_util::sync::CancellationToken;
+use sqlx::Sqlite;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteQueryResult};
 
-use super::returning::returning_statements;
-use super::rows::{direct_store_row, integers_json};
-use super::{ACQUIRE_TIMEOUT, POOL_SIZE};
-use crate::Error;
-use crate::wakeup::Wakeup;
+use super::sql_store::{Bound, Dialect, NumberedSql, RowsAffected, SqlStore, Statements};
 
 /// How long SQLite waits for another process's write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A fetch runs with the connection's settings: SQLite plans without
-/// statistics unless `ANALYZE` was run, so a backlog does not change its
-/// plan.
-const FETCH_SETTINGS: &[&str] = &[];
-
-/// A mark runs with the connection's settings.
-const MARK_SETTINGS: &[&str] = &[];
-
 /// The relay's store on SQLite.
-#[derive(Debug, Clone)]
-pub struct SqliteStore {
-    pool: SqlitePool,
-}
+pub type SqliteStore = SqlStore<SqliteDialect>;
 
-impl SqliteStore {
-    /// A store over `pool`.
-    pub fn new(pool: SqlitePool) -> Self {
-        SqliteStore { pool }
-    }
+/// What sets SQLite apart: text for times, and no way to tell other
+/// processes' commits. Integer lists bind as JSON (`json_each`), durations
+/// as seconds; fetches and marks run with the connection's settings (SQLite
+/// plans without statistics unless `ANALYZE` was run, so a backlog does not
+/// change its plan).
+#[derive(Debug, Clone, Copy)]
+pub struct SqliteDialect;
 
-    /// Open the `sqlite://` URL `url`. The file is created when missing and
-    /// opened in WAL mode with a busy timeout, as several processes sharing
-    /// one need.
-    ///
-    /// # Errors
-    /// [`Error::InvalidDatabaseUrl`] for options sqlx rejects;
-    /// [`Error::Database`] when the file cannot be opened.
-    pub async fn connect(url: &str) -> Result<Self, Error> {
-        let options = SqliteConnectOptions::from_str(url)
-            .map_err(|error| super::invalid_url(url, error))?
+/// The statements of `store/sql/sqlite/`.
+const STATEMENTS: Statements = Statements::numbered(NumberedSql {
+    partition_count: include_str!("sql/sqlite/partition_count.sql"),
+    heartbeat_upsert: include_str!("sql/sqlite/heartbeat_upsert.sql"),
+    heartbeat_forget_dead: include_str!("sql/sqlite/heartbeat_forget_dead.sql"),
+    live_relays: include_str!("sql/sqlite/live_relays.sql"),
+    deregister: include_str!("sql/sqlite/deregister.sql"),
+    renew_leases: include_str!("sql/sqlite/renew_leases.sql"),
+    acquire_leases: include_str!("sql/sqlite/acquire_leases.sql"),
+    release_leases: include_str!("sql/sqlite/release_leases.sql"),
+    fetch_pending: include_str!("sql/sqlite/fetch_pending.sql"),
+    mark_published: include_str!("sql/sqlite/mark_published.sql"),
+    record_failure: include_str!("sql/sqlite/record_failure.sql"),
+    delete_published: include_str!("sql/sqlite/delete_published.sql"),
+    backlog: include_str!("sql/sqlite/backlog.sql"),
+    status: include_str!("sql/sqlite/status.sql"),
+    status_topics: include_str!("sql/sqlite/status_topics.sql"),
+    status_leases: include_str!("sql/sqlite/status_leases.sql"),
+    database_time: include_str!("sql/sqlite/database_time.sql"),
+    topic_exists: include_str!("sql/sqlite/topic_exists.sql"),
+    fetch_published: include_str!("sql/sqlite/fetch_published.sql"),
+    list_dead: include_str!("sql/sqlite/list_dead.sql"),
+    retry_dead: include_str!("sql/sqlite/retry_dead.sql"),
+    discard_dead: include_str!("sql/sqlite/discard_dead.sql"),
+});
+
+impl Dialect for SqliteDialect {
+    type Database = Sqlite;
+
+    const STATEMENTS: &'static Statements = &STATEMENTS;
+    /// The file is created when missing and opened in WAL mode with a busy
+    /// timeout, as several processes sharing one need.
+    fn connect_options(url: &str) -> Result<SqliteConnectOptions, sqlx::Error> {
+        Ok(SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .busy_timeout(BUSY_TIMEOUT);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(POOL_SIZE)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_with(options)
-            .await?;
-        Ok(SqliteStore::new(pool))
+            .busy_timeout(BUSY_TIMEOUT))
     }
 
-    /// The pool.
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
+    /// Times are text in the format of the `created_at` default,
+    /// `%Y-%m-%dT%H:%M:%fZ` (milliseconds), which compares in time order.
+    fn time(time: DateTime<Utc>) -> Bound<Sqlite> {
+        Box::new(time.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
     }
 }
 
-direct_store_row!(SqliteRow);
-
-/// Times are text in the format of the `created_at` default,
-/// `%Y-%m-%dT%H:%M:%fZ` (milliseconds), which compares in time order.
-fn time_text(time: DateTime<Utc>) -> String {
-    time.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+impl RowsAffected for SqliteQueryResult {
+    fn rows_affected(&self) -> u64 {
+        SqliteQueryResult::rows_affected(self)
+    }
 }
-
-/// SQLite cannot tell other processes' commits: the batch loop polls.
-fn poll_for_commits(_pool: &SqlitePool, _wakeup: Wakeup, _stop: CancellationToken) {}
-
-returning_statements!(
-    SqliteStore,
-    "sqlite",
-    integers_json,
-    time_text,
-    FETCH_SETTINGS,
-    MARK_SETTINGS,
-    poll_for_commits
-);

@@ -94,7 +94,7 @@ pub struct TopicStatus {
 }
 
 /// The table gauges of the relay's `/metrics`, read on every scrape by
-/// [`OutboxStore::backlog`]: cheap statements only, whatever the size of the
+/// [`OperatorStore::backlog`](super::OperatorStore::backlog): cheap statements only, whatever the size of the
 /// table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutboxBacklog {

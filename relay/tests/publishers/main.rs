@@ -1,7 +1,8 @@
 //! The cases every publisher shares, run on each: Kafka and RabbitMQ on the
 //! real brokers, and stdout into a buffer. A batch arrives with every
 //! CloudEvents attribute, each aggregate in order; an unreachable broker
-//! (or a failing writer) makes every event unavailable; `recover()` checks
+//! (or a failing writer) makes every event unavailable; an event that fails
+//! before it is sent holds its aggregate's later events; `recover()` checks
 //! the broker. What differs per publisher (the transport's own mapping, the
 //! address it cannot reach) lives in its [`Target`].
 //!
@@ -230,6 +231,61 @@ async fn recover_succeeds_only_where_the_broker_answers<T: Target>() {
     target.remove().await;
 }
 
+/// The publisher keeps each aggregate's order within one call: an event
+/// that fails before it is sent (here: an empty `source`, not a valid
+/// CloudEvent) holds its aggregate's later events unsent, while the other
+/// aggregates go out.
+async fn a_failure_before_sending_holds_its_aggregate_s_later_events<T: Target>() {
+    let target = T::new().await;
+    let publisher = target.publisher();
+    assert!(publisher.keeps_order(), "one call keeps aggregate order");
+    let destination = target.destination();
+    let mut events = vec![
+        event(&destination, "order-a", 0),
+        event(&destination, "order-a", 1),
+        event(&destination, "order-a", 2),
+        event(&destination, "order-b", 3),
+        event(&destination, "order-a", 4),
+        event(&destination, "order-b", 5),
+    ];
+    events[1].source = String::new();
+    let outcomes = publisher.publish(&events).await;
+    assert_eq!(outcomes[0], Ok(()), "before the failure");
+    assert!(
+        matches!(outcomes[1], Err(PublishFailure::Rejected(_))),
+        "invalid event: {:?}",
+        outcomes[1]
+    );
+    for held in [2, 4] {
+        assert!(
+            matches!(outcomes[held], Err(PublishFailure::Held(_))),
+            "later event {held} of the failed aggregate: {:?}",
+            outcomes[held]
+        );
+    }
+    assert_eq!(
+        (&outcomes[3], &outcomes[5]),
+        (&Ok(()), &Ok(())),
+        "other aggregate"
+    );
+
+    let delivered = target.read(3).await;
+    let arrived: HashSet<&str> = delivered
+        .iter()
+        .map(|message| message.attributes.get("id").expect("id").as_str())
+        .collect();
+    let expected: HashSet<String> = [0, 3, 5]
+        .iter()
+        .map(|&index| events[index].event_id.to_string())
+        .collect();
+    assert_eq!(
+        arrived,
+        expected.iter().map(String::as_str).collect(),
+        "only the sent events arrive"
+    );
+    target.remove().await;
+}
+
 /// One `#[tokio::test]` per shared case for the publisher of `$target`.
 macro_rules! shared_cases {
     ($module:ident, $target:ty) => {
@@ -242,6 +298,12 @@ macro_rules! shared_cases {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn an_unreachable_broker_makes_every_event_unavailable() {
                 super::an_unreachable_broker_makes_every_event_unavailable::<$target>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_failure_before_sending_holds_its_aggregate_s_later_events() {
+                super::a_failure_before_sending_holds_its_aggregate_s_later_events::<$target>()
+                    .await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,4 +8,5 @@
 pub mod dialect;
 pub mod http;
 pub mod process;
+pub mod service_control;
 pub mod workload;

@@ -120,6 +120,12 @@ impl RelayProcess {
         }
     }
 
+    /// CPU seconds the process has used so far, user and system, from
+    /// `/proc/<pid>/stat`.
+    pub fn cpu_seconds(&self) -> f64 {
+        cpu_seconds(self.pid())
+    }
+
     /// Whether the process still runs.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
@@ -145,6 +151,39 @@ impl Drop for RelayProcess {
             );
         }
     }
+}
+
+/// CPU seconds process `pid` has used so far, user and system, from
+/// `/proc/<pid>/stat` (fields 14 and 15, in clock ticks).
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|error| panic!("read /proc/{pid}/stat: {error}"));
+    // The command name, in parentheses, may hold spaces: count from after it.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // After the name come the state (field 3), ..., utime (14), stime (15).
+    let ticks = |index: usize| -> f64 {
+        fields
+            .get(index - 3)
+            .and_then(|value| value.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no field {index} in /proc/{pid}/stat: {stat}"))
+            as f64
+    };
+    (ticks(14) + ticks(15)) / clock_ticks_per_second()
+}
+
+/// The kernel's clock ticks per second (`getconf CLK_TCK`).
+fn clock_ticks_per_second() -> f64 {
+    let output = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .expect("run getconf CLK_TCK");
+    String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .expect("getconf CLK_TCK prints a number")
 }
 
 /// Poll `condition` every 50 ms until it holds or `limit` passes; returns

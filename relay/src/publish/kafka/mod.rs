@@ -145,6 +145,12 @@ impl Publisher for KafkaPublisher {
         self.connected.load(Ordering::Relaxed)
     }
 
+    /// The records of one aggregate share a key, hence a partition, and the
+    /// idempotent producer keeps their order within it, retries included.
+    fn keeps_order(&self) -> bool {
+        true
+    }
+
     fn recover(&self) -> BoxFuture<'_, Result<(), PublishFailure>> {
         Box::pin(async move {
             self.recreate_producer("every publish failed for a long while")

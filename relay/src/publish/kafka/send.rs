@@ -14,8 +14,8 @@ use super::client::RelayProducer;
 use super::headers::kafka_headers;
 use super::topics::check_topic_name;
 use crate::OutboundEvent;
-use crate::publish::PublishFailure;
 use crate::publish::cloudevent::CloudEvent;
+use crate::publish::{AggregateHolds, PublishFailure};
 
 /// Extra time, past `message.timeout.ms`, before the publisher stops waiting
 /// for a delivery report librdkafka should have produced by then.
@@ -60,12 +60,21 @@ impl KafkaPublisher {
             in_flight: VecDeque::with_capacity(events.len()),
             deadline: Instant::now() + self.delivery_wait,
         };
+        // Records of one key go to one partition in the order they are
+        // handed over; one that fails before that holds its key's later ones.
+        let mut holds = AggregateHolds::default();
         for (index, (event, cloud_event)) in events.iter().zip(&cloud_events).enumerate() {
+            if let Some(held) = holds.held(event) {
+                batch.outcomes[index] = Some(Err(held));
+                continue;
+            }
             let Some(cloud_event) = cloud_event else {
+                holds.note_failure(event);
                 continue;
             };
             if let Some(failure) = topic_failures.get(&event.topic) {
                 batch.outcomes[index] = Some(Err(failure.clone()));
+                holds.note_failure(event);
                 continue;
             }
             let record = FutureRecord::to(&event.topic)
@@ -73,6 +82,9 @@ impl KafkaPublisher {
                 .payload(event.payload.as_str())
                 .headers(kafka_headers(cloud_event, event));
             self.send_record(&producer, &mut batch, index, record).await;
+            if matches!(batch.outcomes[index], Some(Err(_))) {
+                holds.note_failure(event);
+            }
         }
         while self.await_oldest(&mut batch).await {}
 

@@ -132,6 +132,11 @@ impl Publisher for RabbitMqPublisher {
         self.live_session().is_some()
     }
 
+    /// A publish uses one channel, and a channel keeps publish order.
+    fn keeps_order(&self) -> bool {
+        true
+    }
+
     fn recover(&self) -> BoxFuture<'_, Result<(), PublishFailure>> {
         Box::pin(async move {
             let current = self

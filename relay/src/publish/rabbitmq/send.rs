@@ -13,7 +13,7 @@ use super::RabbitMqPublisher;
 use super::connection::close_channel;
 use super::message::Message;
 use crate::OutboundEvent;
-use crate::publish::PublishFailure;
+use crate::publish::{AggregateHolds, PublishFailure};
 
 /// What a publish left of its channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,9 +78,19 @@ impl RabbitMqPublisher {
             .map(|(event, _)| event.topic.as_str())
             .collect();
         let exchange_failures = self.resolve_exchanges(&session, exchanges).await;
+        // One channel keeps publish order; an event that fails before it is
+        // sent holds its aggregate's later ones.
+        let mut holds = AggregateHolds::default();
         for (slot, event) in slots.iter_mut().zip(events) {
+            if let Some(held) = holds.held(event) {
+                *slot = Slot::Done(Err(held));
+                continue;
+            }
             if let (Slot::Ready(_), Some(failure)) = (&slot, exchange_failures.get(&event.topic)) {
                 *slot = Slot::Done(Err(failure.clone()));
+            }
+            if matches!(slot, Slot::Done(Err(_))) {
+                holds.note_failure(event);
             }
         }
         if !slots.iter().any(|slot| matches!(slot, Slot::Ready(_))) {

@@ -1,5 +1,5 @@
--- ? error, ? 1 to move the event to dead, ? microseconds until the retry,
--- ? partition count, ? JSON array of leases, ? event id, ? relay id.
+-- ? partition count, ? JSON array of leases, ? error, ? 1 to move the event
+-- to dead, ? microseconds until the retry, ? event id, ? relay id.
 UPDATE outbox_events AS e
 JOIN outbox_partitions AS p ON p.partition_no = e.partition_key % ?
 JOIN JSON_TABLE(?, '$[*]' COLUMNS (

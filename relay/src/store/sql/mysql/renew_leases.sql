@@ -1,4 +1,4 @@
--- ? time to live in microseconds, ? JSON array of leases held, ? relay id.
+-- ? JSON array of leases held, ? time to live in microseconds, ? relay id.
 -- An expired lease is not renewed even if nobody took it: it is lost, and
 -- reacquiring it bumps the token. MariaDB has no UPDATE ... RETURNING:
 -- select_leases_held.sql reads the result in the same transaction.

@@ -1,0 +1,44 @@
+//! The conformance suite of the inbox adapters: every scenario the Kafka
+//! and the RabbitMQ adapter share is written once, generic over the broker
+//! side ([`broker::BrokerSide`]) and the database (`InboxBackend`), and run
+//! on both brokers and on PostgreSQL, MariaDB and SQLite against the real
+//! services (`scripts/test.sh --services-only` starts them; a missing one
+//! fails the test naming it). Tests are named
+//! `scenario_file::broker::backend::scenario`.
+//!
+//! The shared guarantees (`docs/inbox.md`): each event applied once however
+//! often and however concurrently it arrives ([`duplicates`]); a failing
+//! handler retried in place, and dead-lettered with its reason once out of
+//! attempts ([`retries`]); poison dead-lettered at once while consuming
+//! goes on ([`poison`]); a database outage ridden out without losing or
+//! acknowledging anything early ([`database_outage`]). What only one broker
+//! has stays in its own file: Kafka's offsets across rebalances and crashes
+//! ([`kafka_offsets`]), RabbitMQ's reconnection ([`rabbitmq_connection`]).
+
+/// One test per scenario on both brokers and the listed backends, in the
+/// calling scenario module.
+macro_rules! on_both_brokers {
+    ($backends:tt $($scenario:ident),+ $(,)?) => {
+        outbox_testkit::test_on_backends_for!(
+            [
+                kafka: $crate::kafka_side::KafkaSide,
+                rabbitmq: $crate::rabbitmq_side::RabbitMqSide,
+            ]
+            $backends
+            $($scenario),+
+        );
+    };
+}
+
+mod broker;
+mod fixture;
+mod kafka_side;
+mod ledger;
+mod rabbitmq_side;
+
+mod database_outage;
+mod duplicates;
+mod kafka_offsets;
+mod poison;
+mod rabbitmq_connection;
+mod retries;

@@ -1,0 +1,37 @@
+//! Holding back the later events of an aggregate whose earlier event failed
+//! before it reached the broker, within one publish.
+
+use std::collections::HashSet;
+
+use super::PublishFailure;
+use crate::OutboundEvent;
+
+/// The aggregates of one publish that had an event fail before it was sent
+/// (an invalid event, an unknown topic, a record the client refused). Their
+/// later events in the same publish are not sent, so that a publisher can
+/// keep each aggregate's order within one call
+/// ([`Publisher::keeps_order`](super::Publisher::keeps_order)).
+#[derive(Default)]
+pub(crate) struct AggregateHolds<'a> {
+    failed: HashSet<(&'a str, &'a str)>,
+}
+
+impl<'a> AggregateHolds<'a> {
+    /// `event` failed: hold the later events of its aggregate.
+    pub(crate) fn note_failure(&mut self, event: &'a OutboundEvent) {
+        self.failed
+            .insert((&event.aggregate_type, &event.aggregate_id));
+    }
+
+    /// The outcome of `event` when an earlier event of its aggregate failed
+    /// in this publish; `None` when it may be sent.
+    pub(crate) fn held(&self, event: &OutboundEvent) -> Option<PublishFailure> {
+        self.failed
+            .contains(&(event.aggregate_type.as_str(), event.aggregate_id.as_str()))
+            .then(|| {
+                PublishFailure::Held(
+                    "an earlier event of its aggregate failed in the same publish".to_owned(),
+                )
+            })
+    }
+}

@@ -1,0 +1,119 @@
+//! [`EventSource`] for [`SqlStore`]: the batch loop's fetch, marks and
+//! failures, each fenced by the leases it names.
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use super::Param::{
+    Dead, EventId, EventIds, ExcludedIds, HoldDead, LastError, Leases, Limit, PartitionCount,
+    Partitions, RelayId, RetryDelay,
+};
+use super::{Dialect, On, SqlDatabase, SqlStore, Values, commit, execute, on_either};
+use crate::Error;
+use crate::store::rows::{claimed_from_row, leases_json, map_rows};
+use crate::store::{ClaimedEvent, EventSource, FailedAttempt, Lease};
+use crate::wakeup::Wakeup;
+
+/// The values of the batch loop's fetch.
+pub(super) fn fetch_pending_values<D: Dialect>(
+    partition_count: i32,
+    partitions: &[i32],
+    exclude: &[i64],
+    hold_dead: bool,
+    limit: i64,
+) -> Values<D::Database> {
+    Values::new()
+        .with(PartitionCount, D::Database::int(partition_count))
+        .with(Partitions, D::partition_list(partitions))
+        .with(ExcludedIds, D::id_list(exclude))
+        .with(HoldDead, D::Database::flag(hold_dead))
+        .with(Limit, D::Database::bigint(limit))
+}
+
+impl<D: Dialect> EventSource for SqlStore<D> {
+    fn fetch_pending<'a>(
+        &'a self,
+        partition_count: i32,
+        partitions: &'a [i32],
+        exclude: &'a [i64],
+        hold_dead: bool,
+        limit: i64,
+    ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>> {
+        Box::pin(async move {
+            if partitions.is_empty() {
+                return Ok(Vec::new());
+            }
+            let statement = D::STATEMENTS.fetch_pending;
+            let values =
+                fetch_pending_values::<D>(partition_count, partitions, exclude, hold_dead, limit);
+            let arguments = values.arguments(&statement)?;
+            let mut transaction = self.settings_transaction(D::FETCH_SETTINGS).await?;
+            let rows = D::Database::fetch_all(
+                on_either(&self.pool, &mut transaction),
+                statement.sql,
+                arguments,
+                !D::PLAN_EACH_FETCH,
+            )
+            .await?;
+            commit(transaction).await?;
+            Ok(map_rows(&rows, claimed_from_row)?)
+        })
+    }
+
+    fn mark_published<'a>(
+        &'a self,
+        relay_id: &'a str,
+        partition_count: i32,
+        leases: &'a [Lease],
+        ids: &'a [i64],
+    ) -> BoxFuture<'a, Result<u64, Error>> {
+        Box::pin(async move {
+            if ids.is_empty() {
+                return Ok(0);
+            }
+            let values = Values::new()
+                .with(RelayId, D::Database::text(relay_id))
+                .with(PartitionCount, D::Database::int(partition_count))
+                .with(Leases, D::Database::text(leases_json(leases)))
+                .with(EventIds, D::id_list(ids));
+            let statement = D::STATEMENTS.mark_published;
+            let mut transaction = self.settings_transaction(D::MARK_SETTINGS).await?;
+            let marked =
+                execute(on_either(&self.pool, &mut transaction), &statement, &values).await?;
+            commit(transaction).await?;
+            Ok(marked)
+        })
+    }
+
+    fn record_failures<'a>(
+        &'a self,
+        relay_id: &'a str,
+        partition_count: i32,
+        leases: &'a [Lease],
+        failures: &'a [FailedAttempt],
+    ) -> BoxFuture<'a, Result<u64, Error>> {
+        Box::pin(async move {
+            let statement = D::STATEMENTS.record_failure;
+            let leases = leases_json(leases);
+            let mut updated = 0;
+            let mut transaction = self.pool.begin().await?;
+            for failure in failures {
+                let values = Values::new()
+                    .with(RelayId, D::Database::text(relay_id))
+                    .with(PartitionCount, D::Database::int(partition_count))
+                    .with(Leases, D::Database::text(&leases))
+                    .with(EventId, D::Database::bigint(failure.id))
+                    .with(LastError, D::Database::text(&failure.error))
+                    .with(RetryDelay, D::retry_delay(failure.retry_in))
+                    .with(Dead, D::Database::flag(failure.retry_in.is_none()));
+                updated += execute(On::Transaction(&mut transaction), &statement, &values).await?;
+            }
+            transaction.commit().await?;
+            Ok(updated)
+        })
+    }
+
+    fn watch_commits(&self, wakeup: Wakeup, stop: CancellationToken) {
+        D::watch_commits(&self.pool, wakeup, stop);
+    }
+}

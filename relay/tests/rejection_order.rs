@@ -1,0 +1,120 @@
+//! What a broker-side rejection does to the events of its aggregate that
+//! were in flight with it (`docs/guarantees.md`, "A rejection in flight").
+//!
+//! A publisher that keeps order within one call (Kafka, RabbitMQ) gets an
+//! aggregate's consecutive events to one topic in one send. Here RabbitMQ
+//! returns the messages whose routing key no queue is bound to, and routes
+//! the others, all on one exchange:
+//! - the first event is rejected: it is retried, then dead;
+//! - a later event the broker also refused waits for it, unattempted;
+//! - a later event the broker took stays published, ahead of the failed
+//!   one: logged and counted in `events_published_out_of_order_total`.
+//!
+//! The behaviour is the batch loop's, the same on every store: PostgreSQL.
+
+mod support;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use outbox_testkit::{TestDatabase, rabbitmq, unique_name};
+use support::http::{endpoint_address, get, sample};
+use support::process::{FAST_CONFIG, RelayProcess, wait_until};
+
+const ROUTED: &str = "shipment.moved";
+const RETURNED: &str = "shipment.lost";
+
+/// Enqueue, in one transaction, the aggregate `mixed` with event types
+/// returned, routed, returned, routed, and ten routed events of other
+/// aggregates. Returns the event ids in order.
+async fn enqueue(db: &TestDatabase<sqlx::Postgres>, exchange: &str) -> Vec<String> {
+    let message = |event_type: &str, aggregate_id: String, sequence: usize| {
+        outbox::OutboxMessage::new(
+            event_type,
+            "/shipments",
+            "shipment",
+            aggregate_id,
+            exchange,
+            serde_json::value::to_raw_value(&serde_json::json!({ "sequence": sequence }))
+                .expect("payload"),
+        )
+    };
+    let mut messages = vec![
+        message(RETURNED, "mixed".to_owned(), 0),
+        message(ROUTED, "mixed".to_owned(), 1),
+        message(RETURNED, "mixed".to_owned(), 2),
+        message(ROUTED, "mixed".to_owned(), 3),
+    ];
+    messages.extend((4..14).map(|n| message(ROUTED, format!("other-{n}"), n)));
+    let mut tx = db.pool().begin().await.expect("begin");
+    let ids = outbox::OutboxWriter::new()
+        .enqueue_messages(&mut tx, messages)
+        .await
+        .expect("enqueue");
+    tx.commit().await.expect("commit");
+    ids.iter().map(ToString::to_string).collect()
+}
+
+async fn state_of(db: &TestDatabase<sqlx::Postgres>, event_id: &str) -> (String, i32) {
+    sqlx::query_as("SELECT state, attempts FROM outbox_events WHERE event_id = $1::uuid")
+        .bind(event_id)
+        .fetch_one(db.pool())
+        .await
+        .expect("read the event's state")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejection_in_flight_holds_refused_followers_and_counts_taken_ones() {
+    let db = outbox_testkit::postgres().await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let exchange = unique_name("reject-in-flight");
+    let consumed = rabbitmq::exchange_consumer_bound_with(&exchange, ROUTED).await;
+    let ids = enqueue(&db, &exchange).await;
+
+    let relay = RelayProcess::spawn(db.url(), &rabbitmq::amqp_url(), FAST_CONFIG);
+    let address = endpoint_address(&relay).await;
+    let routed: HashSet<&String> = ids.iter().skip(4).chain([&ids[1], &ids[3]]).collect();
+    assert!(
+        wait_until(Duration::from_secs(60), || async {
+            state_of(&db, &ids[0]).await == ("dead".to_owned(), 3)
+                && consumed
+                    .snapshot()
+                    .iter()
+                    .map(|message| &message.ce_id)
+                    .collect::<HashSet<_>>()
+                    .is_superset(&routed)
+        })
+        .await,
+        "the refused head is dead after 3 attempts and every routed event arrived\n{}",
+        relay.log()
+    );
+
+    assert_eq!(
+        state_of(&db, &ids[2]).await,
+        ("pending".to_owned(), 0),
+        "a refused follower waits for its head, unattempted"
+    );
+    for taken in [&ids[1], &ids[3]] {
+        assert_eq!(state_of(&db, taken).await.0, "published", "{taken}");
+    }
+    let metrics = get(&address, "/metrics").await.body;
+    let counted = sample(
+        &metrics,
+        &format!("outbox_relay_events_published_out_of_order_total{{topic=\"{exchange}\"}}"),
+    );
+    assert_eq!(
+        counted,
+        Some(2.0),
+        "both followers the broker took are counted\n{metrics}"
+    );
+    assert!(
+        relay
+            .log()
+            .contains("event acknowledged after an earlier event of its aggregate"),
+        "the reordering is logged\n{}",
+        relay.log()
+    );
+    relay.kill9();
+    let connection = rabbitmq::require_rabbitmq().await;
+    rabbitmq::delete_topology(&connection, &[&format!("{exchange}.all")], &[&exchange]).await;
+}
