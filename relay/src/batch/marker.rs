@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use tokio::task::JoinHandle;
+use tokio::task::{JoinError, JoinHandle};
 
 use super::Dispatcher;
 use super::publish::BatchOutcome;
@@ -14,6 +14,9 @@ use crate::store::Lease;
 /// A mark in flight: the ids it was given and its task, which returns the
 /// rows it marked.
 pub(super) type MarkInFlight = (Vec<i64>, JoinHandle<Result<u64, Error>>);
+
+/// A mark that finished: its ids and what its task returned.
+pub(super) type SettledMark = (Vec<i64>, Result<Result<u64, Error>, JoinError>);
 
 /// Marks of earlier batches that may run while the next batch publishes:
 /// each is one fenced `UPDATE`, so several overlap on the database.
@@ -54,31 +57,47 @@ impl Dispatcher {
     }
 
     /// Wait for the oldest mark in flight and account for it.
-    async fn settle_oldest_mark(&mut self) {
-        let Some((ids, task)) = self.marking.pop_front() else {
+    pub(super) async fn settle_oldest_mark(&mut self) {
+        let Some((ids, task)) = self.take_oldest_mark() else {
             return;
         };
+        let result = task.await;
+        self.account_for_marks(vec![(ids, result)]);
+    }
+
+    /// Take the oldest mark in flight off the list, its ids no longer left
+    /// out of fetches: whoever takes it awaits it before fetching, and
+    /// accounts for it with [`Dispatcher::account_for_marks`].
+    pub(super) fn take_oldest_mark(&mut self) -> Option<MarkInFlight> {
+        let (ids, task) = self.marking.pop_front()?;
         for id in &ids {
             self.unmarked.remove(id);
         }
-        match task.await {
-            Ok(Ok(marked)) => {
-                self.totals.published += marked;
-                let stale = ids.len() as u64 - marked.min(ids.len() as u64);
-                if stale > 0 {
-                    self.totals.stale_marks += stale;
-                    self.metrics.record_stale_marks(stale);
-                    tracing::warn!(
-                        stale,
-                        "published events not marked: their partition lease was lost (they will be published again)"
-                    );
+        Some((ids, task))
+    }
+
+    /// Account for marks that finished: published totals, stale marks.
+    pub(super) fn account_for_marks(&mut self, settled: Vec<SettledMark>) {
+        for (ids, result) in settled {
+            match result {
+                Ok(Ok(marked)) => {
+                    self.totals.published += marked;
+                    let stale = ids.len() as u64 - marked.min(ids.len() as u64);
+                    if stale > 0 {
+                        self.totals.stale_marks += stale;
+                        self.metrics.record_stale_marks(stale);
+                        tracing::warn!(
+                            stale,
+                            "published events not marked: their partition lease was lost (they will be published again)"
+                        );
+                    }
                 }
-            }
-            Ok(Err(error)) => {
-                tracing::warn!(%error, events = ids.len(), "marking published events failed; they will be published again");
-            }
-            Err(error) => {
-                tracing::error!(%error, events = ids.len(), "the marking task failed; the events will be published again");
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, events = ids.len(), "marking published events failed; they will be published again");
+                }
+                Err(error) => {
+                    tracing::error!(%error, events = ids.len(), "the marking task failed; the events will be published again");
+                }
             }
         }
     }

@@ -2,10 +2,12 @@
 //! in waves, mark the acknowledged ones published (overlapped with the next
 //! batch) and record the failures.
 //!
-//! - `mod.rs`: [`Dispatcher`] and its loop, fetching and prefetching.
+//! - `mod.rs`: [`Dispatcher`] and its loop.
 //! - `publish.rs`: one batch, wave by wave, and what became of each event.
 //! - `waves.rs`: how a batch splits into waves that keep each aggregate's
 //!   order.
+//! - `prefetch.rs`: fetching, and fetching the next batch while one
+//!   publishes, with the ids left out kept few.
 //! - `marker.rs`: marks in flight, overlapped with the next batches.
 //! - `failures.rs`: recording rejected events for retry or as dead.
 //! - `commit_order.rs`: noticing events committed out of id order.
@@ -15,6 +17,7 @@ mod commit_order;
 mod failures;
 mod handover;
 mod marker;
+mod prefetch;
 mod publish;
 pub(crate) mod waves;
 
@@ -25,7 +28,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::Error;
 use crate::leases::LeaseKeeper;
 use crate::metrics::RelayMetrics;
 use crate::publish::Publisher;
@@ -34,6 +36,7 @@ use crate::retry::RetryPolicy;
 use crate::store::{ClaimedEvent, EventSource, Lease};
 use crate::wakeup::Wakeup;
 use marker::MarkInFlight;
+use prefetch::Prefetched;
 use waves::{AggregateKey, aggregate_key};
 
 /// Settings of the batch loop.
@@ -70,13 +73,6 @@ pub struct DispatchTotals {
     pub dead: u64,
     /// Acknowledged events whose mark matched no row (lease lost).
     pub stale_marks: u64,
-}
-
-/// A batch fetched ahead, and the leases it was fetched under: it is used
-/// only while exactly those leases are held.
-struct Prefetched {
-    leases: Vec<Lease>,
-    events: Vec<ClaimedEvent>,
 }
 
 /// What the loop carries from one batch to the next.
@@ -174,10 +170,12 @@ impl Dispatcher {
                 // More is waiting: fetch the next batch while this one
                 // publishes, leaving out this batch and the unmarked ones.
                 let prefetch = self.prefetch(snapshot.leases.clone(), &fetched);
-                tokio::join!(
+                let (outcome, (next, settled)) = tokio::join!(
                     self.publish_batch(fetched, &snapshot.leases, &stop),
                     prefetch
-                )
+                );
+                self.account_for_marks(settled);
+                (outcome, next)
             } else {
                 (
                     self.publish_batch(fetched, &snapshot.leases, &stop).await,
@@ -292,53 +290,6 @@ impl Dispatcher {
         tokio::select! {
             () = stop.cancelled() => {}
             () = self.wakeup.wait(delay) => {}
-        }
-    }
-
-    /// Fetch a batch, leaving out events published but not yet marked.
-    async fn fetch(&self, partitions: &[i32]) -> Result<Vec<ClaimedEvent>, Error> {
-        let unmarked: Vec<i64> = self.unmarked.iter().copied().collect();
-        self.store
-            .fetch_pending(
-                self.partition_count,
-                partitions,
-                &unmarked,
-                self.settings.hold_dead,
-                self.settings.batch_size,
-            )
-            .await
-    }
-
-    /// A future fetching the batch after `current`, owning what it needs so
-    /// it can run beside [`Dispatcher::publish_batch`]. A failed prefetch is
-    /// logged and yields nothing; the loop then fetches as usual.
-    fn prefetch(
-        &self,
-        leases: Vec<Lease>,
-        current: &[ClaimedEvent],
-    ) -> impl std::future::Future<Output = Option<Prefetched>> + use<> {
-        let store = Arc::clone(&self.store);
-        let partitions: Vec<i32> = leases.iter().map(|lease| lease.partition_no).collect();
-        let exclude: Vec<i64> = self
-            .unmarked
-            .iter()
-            .copied()
-            .chain(current.iter().map(|claimed| claimed.event.id))
-            .collect();
-        let partition_count = self.partition_count;
-        let hold_dead = self.settings.hold_dead;
-        let limit = self.settings.batch_size;
-        async move {
-            match store
-                .fetch_pending(partition_count, &partitions, &exclude, hold_dead, limit)
-                .await
-            {
-                Ok(events) => Some(Prefetched { leases, events }),
-                Err(error) => {
-                    tracing::warn!(%error, "prefetching the next batch failed");
-                    None
-                }
-            }
         }
     }
 }
