@@ -1,6 +1,6 @@
 //! CPU time spent by the processes of one benchmark scenario, read from
-//! `/proc` (Linux): this process (the relay or the raw client), every
-//! PostgreSQL process, and the broker. Between two samples it gives the
+//! `/proc` (Linux): the client (the relay, in this process or as a child
+//! process, or the raw client), every PostgreSQL process, and the broker. Between two samples it gives the
 //! CPU cost of each side per event, which is what bounds the relay's rate
 //! on a machine whose cores are all busy.
 
@@ -10,7 +10,7 @@ use std::time::Instant;
 #[derive(Debug, Clone, Copy)]
 pub struct CpuSample {
     at: Instant,
-    this_process: f64,
+    client: f64,
     postgres: f64,
     broker: f64,
     machine_busy: f64,
@@ -20,7 +20,7 @@ pub struct CpuSample {
 #[derive(Debug, Clone, Copy)]
 pub struct CpuSpent {
     pub wall: f64,
-    pub this_process: f64,
+    pub client: f64,
     pub postgres: f64,
     pub broker: f64,
     /// Every process of the machine, from `/proc/stat`.
@@ -69,15 +69,17 @@ fn machine_busy_ticks() -> u64 {
     total.saturating_sub(idle)
 }
 
-/// Sample the CPU time of this process, of every `postgres` process (the
-/// children it has reaped included, so backends that exit are counted) and
-/// of every process whose name starts with one of `broker_names`.
-pub fn sample(broker_names: &[&str]) -> CpuSample {
+/// Sample the CPU time of the process `client_pid` (the relay or the raw
+/// client; `std::process::id()` when it runs in this process), of every
+/// `postgres` process (the children it has reaped included, so backends
+/// that exit are counted) and of every process whose name starts with one
+/// of `broker_names`.
+pub fn sample(client_pid: u32, broker_names: &[&str]) -> CpuSample {
     let ticks = clock_ticks_per_second();
-    let mut this_process = 0;
+    let mut client = 0;
     let mut postgres = 0;
     let mut broker = 0;
-    let own_pid = std::process::id().to_string();
+    let client_pid = client_pid.to_string();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {
             let name = entry.file_name();
@@ -91,8 +93,8 @@ pub fn sample(broker_names: &[&str]) -> CpuSample {
             let Some((comm, own, children)) = parse_stat(&line) else {
                 continue;
             };
-            if pid == own_pid {
-                this_process += own;
+            if pid == client_pid {
+                client += own;
             } else if comm == "postgres" {
                 postgres += own + children;
             } else if broker_names.iter().any(|prefix| comm.starts_with(prefix)) {
@@ -102,7 +104,7 @@ pub fn sample(broker_names: &[&str]) -> CpuSample {
     }
     CpuSample {
         at: Instant::now(),
-        this_process: this_process as f64 / ticks,
+        client: client as f64 / ticks,
         postgres: postgres as f64 / ticks,
         broker: broker as f64 / ticks,
         machine_busy: machine_busy_ticks() as f64 / ticks,
@@ -114,7 +116,7 @@ impl CpuSample {
     pub fn until(&self, later: &CpuSample) -> CpuSpent {
         CpuSpent {
             wall: (later.at - self.at).as_secs_f64(),
-            this_process: later.this_process - self.this_process,
+            client: later.client - self.client,
             postgres: later.postgres - self.postgres,
             broker: later.broker - self.broker,
             machine_busy: later.machine_busy - self.machine_busy,
@@ -126,14 +128,19 @@ impl CpuSpent {
     /// One line: CPU microseconds per event of each side, and how busy the
     /// machine's cores were.
     pub fn per_event(&self, events: u64) -> String {
+        self.per_event_named(events, "this process")
+    }
+
+    /// [`CpuSpent::per_event`], naming the client `client`.
+    pub fn per_event_named(&self, events: u64, client: &str) -> String {
         let micros = |seconds: f64| seconds * 1e6 / events.max(1) as f64;
         let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
         format!(
-            "cpu per event: this process {:.1} µs, postgres {:.1} µs, broker {:.1} µs, all three {:.1} µs; machine {:.0}% busy of {} cores over {:.2} s",
-            micros(self.this_process),
+            "cpu per event: {client} {:.1} µs, postgres {:.1} µs, broker {:.1} µs, all three {:.1} µs; machine {:.0}% busy of {} cores over {:.2} s",
+            micros(self.client),
             micros(self.postgres),
             micros(self.broker),
-            micros(self.this_process + self.postgres + self.broker),
+            micros(self.client + self.postgres + self.broker),
             100.0 * self.machine_busy / (self.wall * cores).max(f64::EPSILON),
             cores,
             self.wall
