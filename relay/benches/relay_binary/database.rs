@@ -9,6 +9,8 @@ use crate::sql::{ANALYZE, COUNT_PUBLISHED, DISABLE_AUTOVACUUM, TABLE_STATISTICS}
 
 pub(crate) struct BenchDatabase {
     pub(crate) url: String,
+    /// The database's name, for the CPU of its backends.
+    pub(crate) name: String,
     pub(crate) pool: sqlx::PgPool,
     database: TestDatabase<sqlx::Postgres>,
 }
@@ -37,8 +39,15 @@ impl BenchDatabase {
             .execute(&pool)
             .await
             .expect("disable autovacuum on outbox_events");
+        let name = url
+            .rsplit('/')
+            .next()
+            .and_then(|tail| tail.split('?').next())
+            .unwrap_or_default()
+            .to_owned();
         BenchDatabase {
             url,
+            name,
             pool,
             database,
         }

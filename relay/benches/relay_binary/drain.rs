@@ -14,7 +14,7 @@ use crate::database::{BenchDatabase, Statistics};
 use crate::history::write_history;
 use crate::keys::KeyDistribution;
 use crate::relay::RunningRelay;
-use crate::sampler::sample_until;
+use crate::sampler::{Watched, sample_until};
 use crate::support::cpu::CpuSpent;
 use crate::writers::{Pace, write_backlog, write_steadily};
 use crate::{DRAIN_LIMIT, Settings, WRITERS};
@@ -127,12 +127,16 @@ pub(crate) async fn drain(settings: &Settings, broker: Broker, spec: DrainSpec) 
     // Producers write while the relay drains the backlog; then the relay
     // catches up with what they wrote.
     let backlog = settings.events;
+    let watched = Watched {
+        relay: &relay,
+        database: &database.name,
+        broker_processes: broker.processes(),
+    };
     let series = sample_until(
-        &relay,
+        watched,
         started,
         settings.sample_interval,
         DRAIN_LIMIT,
-        broker.processes(),
         |published| {
             if producers.is_none() {
                 return backlog;
@@ -174,7 +178,7 @@ pub(crate) async fn drain(settings: &Settings, broker: Broker, spec: DrainSpec) 
         println!("    relay log: {}", relay.log_path().display());
     }
     relay.stop();
-    let published = database.published().await;
+    let published = database.published().await - spec.history_rows;
     assert_eq!(published, total, "published rows after the drain");
     target.remove().await;
     database.drop_database().await;

@@ -95,6 +95,8 @@ pub(crate) async fn latency(
     };
     let topic = target.name().to_owned();
     let stop = CancellationToken::new();
+    // The direct producer's AMQP connection, open until every event arrived.
+    let mut amqp_connection = None;
     let (produced, relay) = match (route, &target) {
         (Route::Relay, _) => {
             let warm_id = match &target {
@@ -170,11 +172,14 @@ pub(crate) async fn latency(
                 }
             };
             let produced = write_steadily(&database.pool, target.name(), pace, stop, send).await;
-            let _ = connection.close(200, "bye".into()).await;
+            amqp_connection = Some(connection);
             (produced, None)
         }
     };
     let (latencies, missing) = collect(&produced, &arrivals).await;
+    if let Some(connection) = amqp_connection {
+        let _ = connection.close(200, "bye".into()).await;
+    }
     if let Some(relay) = relay {
         relay.stop();
     }

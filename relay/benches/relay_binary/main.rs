@@ -27,8 +27,11 @@
 //! Settings, as `--name value` arguments: `--events` (100000),
 //! `--cases`, `--brokers` (`kafka,rabbitmq`), `--sizes`, `--latency-rates`,
 //! `--latency-secs` (10), `--steady-rate` (5000), `--payload-bytes` (300),
-//! `--sample-ms` (100, between two readings of `/metrics`),
-//! `--kafka-partitions` (4), `--relay-log` (the relay's `RUST_LOG`, `info`).
+//! `--sample-ms` (500, between two readings of `/metrics`; each reading
+//! counts the pending events in the database, which costs it CPU),
+//! `--kafka-partitions` (4), `--relay-log` (the relay's `RUST_LOG`, `info`),
+//! `--profile` (read `pg_stat_activity` during every drain, not only the
+//! history's; it costs the database some CPU).
 //! The services come from `OUTBOX_TEST_POSTGRES_URL`,
 //! `OUTBOX_TEST_KAFKA_BROKERS` and `OUTBOX_TEST_AMQP_URL`, as for the tests.
 
@@ -82,6 +85,8 @@ struct Settings {
     sample_interval: Duration,
     kafka_partitions: i32,
     log_filter: String,
+    /// Read `pg_stat_activity` during every drain, not only the history's.
+    profile: bool,
     kafka_brokers: String,
     amqp_url: String,
 }
@@ -132,9 +137,10 @@ impl Settings {
             latency_secs: one("--latency-secs", 10),
             steady_rate: one("--steady-rate", 5000),
             payload_bytes: one("--payload-bytes", 300) as usize,
-            sample_interval: Duration::from_millis(one("--sample-ms", 100)),
+            sample_interval: Duration::from_millis(one("--sample-ms", 500)),
             kafka_partitions: one("--kafka-partitions", 4) as i32,
             log_filter: lookup("--relay-log").unwrap_or_else(|| "info".to_owned()),
+            profile: args.iter().any(|arg| arg == "--profile"),
             kafka_brokers: outbox_testkit::kafka::brokers(),
             amqp_url: outbox_testkit::rabbitmq::amqp_url(),
         }
@@ -156,7 +162,7 @@ fn drain_specs(settings: &Settings) -> Vec<(&'static str, DrainSpec)> {
         analyze,
         steady_rate,
         history_rows: 0,
-        profile: false,
+        profile: settings.profile,
     };
     let zipf = KeyDistribution::Zipf {
         aggregates: 10_000,

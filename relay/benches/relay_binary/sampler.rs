@@ -6,6 +6,14 @@ use std::time::{Duration, Instant};
 use crate::relay::{RunningRelay, Scrape};
 use crate::support::cpu::{self, CpuSample, CpuSpent};
 
+/// Where the relay runs: its process, its database and the broker's
+/// processes, for their CPU times.
+pub(crate) struct Watched<'a> {
+    pub(crate) relay: &'a RunningRelay,
+    pub(crate) database: &'a str,
+    pub(crate) broker_processes: &'a [&'a str],
+}
+
 /// One reading.
 #[derive(Clone, Copy)]
 pub(crate) struct Reading {
@@ -24,13 +32,13 @@ pub(crate) struct Series {
 /// `target(published)` (asked anew at each reading, for producers still
 /// writing) or `limit` passes.
 pub(crate) async fn sample_until(
-    relay: &RunningRelay,
+    watched: Watched<'_>,
     started: Instant,
     interval: Duration,
     limit: Duration,
-    broker_processes: &[&str],
     target: impl Fn(u64) -> u64,
 ) -> Series {
+    let relay = watched.relay;
     let mut readings = Vec::new();
     let mut next = Instant::now();
     loop {
@@ -38,7 +46,11 @@ pub(crate) async fn sample_until(
         let reading = Reading {
             at: Instant::now(),
             scrape,
-            cpu: cpu::sample(relay.pid(), broker_processes),
+            cpu: cpu::sample_for_database(
+                relay.pid(),
+                watched.broker_processes,
+                Some(watched.database),
+            ),
         };
         readings.push(reading);
         let wanted = target(scrape.published as u64);

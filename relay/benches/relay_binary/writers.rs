@@ -8,6 +8,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sqlx::Connection;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -97,7 +98,8 @@ pub(crate) struct Produced {
 }
 
 /// Commit one event per transaction on a fixed schedule of `pace.rate`
-/// events/s over `pace.writers` writers, until `pace.limit` events or
+/// events/s over `pace.writers` writers, each on a connection of its own
+/// (the pool needs that many), until `pace.limit` events or
 /// `stop`. After each commit, `after_commit` is called with the event (a
 /// direct publish, for the baseline; nothing for the relay).
 pub(crate) async fn write_steadily<F, Fut>(
@@ -122,6 +124,7 @@ where
             let stop = stop.clone();
             let after_commit = after_commit.clone();
             tokio::spawn(async move {
+                let mut connection = pool.acquire().await.expect("writer connection");
                 let mut keys = Keys::new(pace.distribution, 0x5eed + writer);
                 let mut sequence = writer;
                 while sequence < pace.limit && !stop.is_cancelled() {
@@ -133,7 +136,7 @@ where
                         payload: payload(&aggregate_id, sequence, pace.payload_bytes),
                         aggregate_id,
                     };
-                    let mut transaction = pool.begin().await.expect("begin");
+                    let mut transaction = connection.begin().await.expect("begin");
                     insert(&mut *transaction, &topic, &event)
                         .await
                         .expect("insert event");

@@ -51,6 +51,25 @@ fn parse_stat(line: &str) -> Option<(String, u64, u64)> {
     Some((comm, own, children))
 }
 
+/// Whether a PostgreSQL process counts for `database`: a client backend
+/// of that database (its title is `postgres: [CLUSTER: ]USER DATABASE
+/// HOST(PORT) ...`), or a process of the server's own (no client address in its
+/// title). The postmaster (its command line is the binary's path) is left
+/// out: its reaped children were other databases' backends.
+fn counts_for(process: &std::path::Path, database: &str) -> bool {
+    let Ok(raw) = std::fs::read(process.join("cmdline")) else {
+        return false;
+    };
+    let title = String::from_utf8_lossy(&raw).replace('\0', " ");
+    let Some(rest) = title.strip_prefix("postgres: ") else {
+        return false;
+    };
+    // After the cluster name, when the server has one (`15/main: `).
+    let rest = rest.split_once(": ").map_or(rest, |(_, after)| after);
+    let client_backend = rest.contains('(') || rest.contains("[local]");
+    !client_backend || rest.split_whitespace().nth(1) == Some(database)
+}
+
 /// Busy ticks of all cores, from the first line of `/proc/stat`.
 fn machine_busy_ticks() -> u64 {
     let Ok(text) = std::fs::read_to_string("/proc/stat") else {
@@ -75,6 +94,17 @@ fn machine_busy_ticks() -> u64 {
 /// that exit are counted) and of every process whose name starts with one
 /// of `broker_names`.
 pub fn sample(client_pid: u32, broker_names: &[&str]) -> CpuSample {
+    sample_for_database(client_pid, broker_names, None)
+}
+
+/// [`sample`], counting of PostgreSQL's client backends only those of the
+/// database `database` when it is given (on a server other work shares),
+/// and every other PostgreSQL process (WAL writer, checkpointer, ...).
+pub fn sample_for_database(
+    client_pid: u32,
+    broker_names: &[&str],
+    database: Option<&str>,
+) -> CpuSample {
     let ticks = clock_ticks_per_second();
     let mut client = 0;
     let mut postgres = 0;
@@ -96,7 +126,14 @@ pub fn sample(client_pid: u32, broker_names: &[&str]) -> CpuSample {
             if pid == client_pid {
                 client += own;
             } else if comm == "postgres" {
-                postgres += own + children;
+                match database {
+                    None => postgres += own + children,
+                    Some(database) => {
+                        if counts_for(&entry.path(), database) {
+                            postgres += own;
+                        }
+                    }
+                }
             } else if broker_names.iter().any(|prefix| comm.starts_with(prefix)) {
                 broker += own;
             }
