@@ -95,13 +95,20 @@ pub(crate) async fn latency(
     };
     let topic = target.name().to_owned();
     let stop = CancellationToken::new();
-    // The direct producer's AMQP connection, open until every event arrived.
+    // The direct producer's AMQP connection, and the Kafka producer of the
+    // relay route's warm-up: kept until every event arrived (dropping a
+    // Kafka client while the broker's metadata changes has crashed
+    // librdkafka here).
     let mut amqp_connection = None;
+    let mut warm_producer = None;
     let (produced, relay) = match (route, &target) {
         (Route::Relay, _) => {
             let warm_id = match &target {
                 Target::Topic { .. } => {
-                    warm_up_kafka(&kafka_producer(&settings.kafka_brokers), &topic).await
+                    let producer = kafka_producer(&settings.kafka_brokers);
+                    let warm_id = warm_up_kafka(&producer, &topic).await;
+                    warm_producer = Some(producer);
+                    warm_id
                 }
                 Target::Exchange(_) => {
                     let (connection, _, warm_id) =
@@ -183,7 +190,10 @@ pub(crate) async fn latency(
     if let Some(relay) = relay {
         relay.stop();
     }
+    // The consumer is gone before its topic is deleted.
     consumer.abort();
+    let _ = consumer.await;
+    drop(warm_producer);
     target.remove().await;
     database.drop_database().await;
     LatencyFigures {

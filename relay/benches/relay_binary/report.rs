@@ -81,28 +81,11 @@ pub(crate) fn print_summary(
         settings.payload_bytes,
         settings.sample_interval.as_millis()
     );
-    println!();
-    println!(
-        "| path | case | events/s (10%→90%) | first→last | relay µs/event | PostgreSQL µs/event | broker µs/event | batch publish mean |"
-    );
-    println!("|---|---|---|---|---|---|---|---|");
-    for results in brokers {
-        if let Some(raw) = &results.raw {
-            println!(
-                "| {} | raw client | {:.0} | | {:.1} (client) | {:.1} | {:.1} | |",
-                results.broker.path(),
-                raw.rate,
-                raw.cpu.client * 1e6 / raw.acknowledged.max(1) as f64,
-                raw.cpu.postgres * 1e6 / raw.acknowledged.max(1) as f64,
-                raw.cpu.broker * 1e6 / raw.acknowledged.max(1) as f64,
-            );
-        }
-        for (_, figures) in &results.drains {
-            print_drain_row(results.broker.path(), figures);
-        }
-    }
-    for (_, figures) in history {
-        print_drain_row(Broker::Kafka.path(), figures);
+    let drained = brokers
+        .iter()
+        .any(|results| results.raw.is_some() || !results.drains.is_empty());
+    if drained || !history.is_empty() {
+        print_drains(brokers, history);
     }
 
     let mut ratios = Vec::new();
@@ -186,11 +169,14 @@ pub(crate) fn print_summary(
             }));
         }
     }
-    println!();
-    println!("| ratio (one run) | value | target |");
-    println!("|---|---|---|");
-    for ratio in ratios.into_iter().flatten() {
-        println!("{}", ratio.line());
+    let ratios: Vec<Ratio> = ratios.into_iter().flatten().collect();
+    if !ratios.is_empty() {
+        println!();
+        println!("| ratio (one run) | value | target |");
+        println!("|---|---|---|");
+        for ratio in ratios {
+            println!("{}", ratio.line());
+        }
     }
 
     if !history.is_empty() {
@@ -214,6 +200,33 @@ pub(crate) fn print_summary(
         }
     }
     print_latencies(latencies);
+}
+
+/// The drains' table: raw clients, every case, the history sizes.
+fn print_drains(brokers: &[BrokerResults], history: &[(u64, DrainFigures)]) {
+    println!();
+    println!(
+        "| path | case | events/s (10%→90%) | first→last | relay µs/event | PostgreSQL µs/event | broker µs/event | batch publish mean |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for results in brokers {
+        if let Some(raw) = &results.raw {
+            println!(
+                "| {} | raw client | {:.0} | | {:.1} (client) | {:.1} | {:.1} | |",
+                results.broker.path(),
+                raw.rate,
+                raw.cpu.client * 1e6 / raw.acknowledged.max(1) as f64,
+                raw.cpu.postgres * 1e6 / raw.acknowledged.max(1) as f64,
+                raw.cpu.broker * 1e6 / raw.acknowledged.max(1) as f64,
+            );
+        }
+        for (_, figures) in &results.drains {
+            print_drain_row(results.broker.path(), figures);
+        }
+    }
+    for (_, figures) in history {
+        print_drain_row(Broker::Kafka.path(), figures);
+    }
 }
 
 fn print_drain_row(path: &str, figures: &DrainFigures) {
