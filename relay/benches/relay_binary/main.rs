@@ -5,7 +5,7 @@
 //!
 //! ```sh
 //! cargo bench -p outbox-relay --bench relay_binary
-//! cargo bench -p outbox-relay --bench relay_binary -- --events 10000 --sizes 10000,100000 --latency-secs 3
+//! cargo bench -p outbox-relay --bench relay_binary -- --events 3000 --sizes 10000 --latency-secs 2
 //! ```
 //!
 //! Cases (`--cases`, comma-separated; all by default), per broker:
