@@ -10,9 +10,10 @@ use outbox_relay::store::{EventSource, OperatorStore, OutboxStore, PostgresStore
 use outbox_relay::{Relay, RelayConfig, Wakeup};
 use tokio_util::sync::CancellationToken;
 
-use crate::cpu;
-use crate::events::{enqueue_all, unique_name};
+use crate::events::enqueue_all;
 use crate::scenarios::print_drain;
+use crate::support::cpu;
+use crate::support::events::unique_name;
 use crate::targets::{create_database, warm_up};
 use crate::timed::{Phases, TimedPublisher, TimedStore};
 use crate::{DRAIN_TIMEOUT, Settings};
@@ -67,7 +68,7 @@ pub(crate) async fn relay_drain(
     let relay =
         Relay::new(store, timed, relay_settings(unique_name("relay"), &config)).with_wakeup(wakeup);
 
-    let cpu_before = cpu::sample(broker_processes);
+    let cpu_before = cpu::sample(std::process::id(), broker_processes);
     let started = Instant::now();
     let task = tokio::spawn(relay.run(stop.clone()));
     let finished = phases.wait_reached(DRAIN_TIMEOUT).await.unwrap_or_else(|| {
@@ -77,7 +78,7 @@ pub(crate) async fn relay_drain(
             settings.events
         )
     });
-    let cpu = cpu_before.until(&cpu::sample(broker_processes));
+    let cpu = cpu_before.until(&cpu::sample(std::process::id(), broker_processes));
     stop.cancel();
     let totals = task.await.expect("relay task").expect("relay run");
     let elapsed = finished - started;
@@ -157,7 +158,7 @@ pub(crate) async fn read_only_ceiling(
         })
     };
 
-    let cpu_before = cpu::sample(broker_processes);
+    let cpu_before = cpu::sample(std::process::id(), broker_processes);
     let started = Instant::now();
     let mut next = fetch(0);
     let (mut published, mut pages) = (0u64, 0u64);
@@ -178,7 +179,7 @@ pub(crate) async fn read_only_ceiling(
         pages += 1;
     }
     let elapsed = started.elapsed();
-    let cpu = cpu_before.until(&cpu::sample(broker_processes));
+    let cpu = cpu_before.until(&cpu::sample(std::process::id(), broker_processes));
     assert_eq!(published, settings.events, "read-only ceiling published");
     opened.pool().close().await;
     drop(opened);

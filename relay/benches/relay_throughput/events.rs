@@ -7,20 +7,12 @@ use std::time::{Duration, Instant};
 use outbox_relay::OutboundEvent;
 use uuid::Uuid;
 
-use crate::{AGGREGATE_TYPE, ENQUEUE_CHUNK, EVENT_TYPE, SOURCE, Settings};
-
-/// A database, topic or exchange name of the bench's own.
-pub(crate) fn unique_name(prefix: &str) -> String {
-    format!("outbox-bench-{prefix}-{}", Uuid::now_v7().simple())
-}
+use crate::support::events::{self, AGGREGATE_TYPE, EVENT_TYPE, SOURCE};
+use crate::{ENQUEUE_CHUNK, Settings};
 
 /// The JSON payload of event `sequence`, padded to `bytes`.
 pub(crate) fn payload(sequence: u64, aggregates: u64, bytes: usize) -> String {
-    let shipment = format!("s-{}", sequence % aggregates);
-    let bare = serde_json::json!({ "shipment": shipment, "sequence": sequence, "note": "" });
-    let pad = bytes.saturating_sub(bare.to_string().len());
-    serde_json::json!({ "shipment": shipment, "sequence": sequence, "note": "x".repeat(pad) })
-        .to_string()
+    events::payload(&aggregate_id(sequence, aggregates), sequence, bytes)
 }
 
 pub(crate) fn aggregate_id(sequence: u64, aggregates: u64) -> String {
@@ -62,24 +54,6 @@ pub(crate) fn outbound(settings: &Settings, topic: &str, sequence: u64) -> Outbo
         attempts: 0,
         replay: false,
     }
-}
-
-/// The CloudEvents attributes the relay sends (binary mode), for the raw
-/// clients, so that their records are as large as the relay's.
-pub(crate) fn attributes(event_id: &Uuid, aggregate_id: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("specversion", "1.0".to_owned()),
-        ("id", event_id.to_string()),
-        ("source", SOURCE.to_owned()),
-        ("type", EVENT_TYPE.to_owned()),
-        (
-            "time",
-            chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-        ),
-        ("aggregatetype", AGGREGATE_TYPE.to_owned()),
-        ("eventversion", "1".to_owned()),
-        ("partitionkey", aggregate_id.to_owned()),
-    ]
 }
 
 /// Fill a fresh database with `settings.events` pending events.

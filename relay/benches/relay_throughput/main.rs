@@ -35,7 +35,6 @@
 //!   `OUTBOX_TEST_AMQP_URL`: the services, as for the tests.
 //! - `RUST_LOG`: the relay's log (to stderr), `warn` by default.
 
-mod cpu;
 mod drain;
 mod events;
 mod latency;
@@ -43,6 +42,8 @@ mod logical;
 mod raw;
 mod scenarios;
 mod store_only;
+#[path = "../support/mod.rs"]
+mod support;
 mod targets;
 mod timed;
 
@@ -51,9 +52,6 @@ use std::time::Duration;
 use crate::scenarios::{kafka_scenarios, print_summary, rabbitmq_scenarios};
 use crate::store_only::{print_store_only, store_only};
 
-const EVENT_TYPE: &str = "shipment.moved";
-const SOURCE: &str = "/shipments";
-const AGGREGATE_TYPE: &str = "shipment";
 /// Events per enqueue transaction when filling the table before a drain.
 const ENQUEUE_CHUNK: u64 = 1000;
 /// Events per `publish` call when the relay's publisher is timed directly.

@@ -1,11 +1,11 @@
 //! Each broker's scenarios in order, and the printed figures.
 
 use crate::drain::{DrainResult, DrainRun};
-use crate::latency::{Latency, amqp_consumer, kafka_consumer, percentiles, relay_latency};
+use crate::latency::{Latency, relay_latency};
 use crate::raw::{raw_lapin, raw_publisher, raw_rdkafka};
-use crate::targets::{
-    amqp_target, create_topic, delete_topic, kafka_publisher, rabbitmq_publisher,
-};
+use crate::support::consumers::{amqp_consumer, kafka_consumer, percentiles};
+use crate::support::targets::amqp_target;
+use crate::targets::{create_topic, delete_topic, kafka_publisher, rabbitmq_publisher};
 use crate::{KAFKA_PROCESSES, LATENCY_PRODUCERS, PUBLISHER_CHUNK, RABBITMQ_PROCESSES, Settings};
 
 pub(crate) struct BrokerFigures {
@@ -89,7 +89,7 @@ pub(crate) async fn kafka_scenarios(settings: &Settings) -> BrokerFigures {
 
     let latency = if settings.latency_secs > 0 {
         let topic = create_topic(settings, "latency").await;
-        let (consumed, consumer) = kafka_consumer(settings, &topic);
+        let (consumed, consumer) = kafka_consumer(&settings.kafka_brokers, &topic);
         let mut latency =
             relay_latency(settings, kafka_publisher(settings), &topic, consumed).await;
         consumer.abort();
@@ -149,7 +149,7 @@ pub(crate) async fn rabbitmq_scenarios(settings: &Settings) -> BrokerFigures {
 
     let latency = if settings.latency_secs > 0 {
         let target = amqp_target("latency").await;
-        let (consumed, consumer) = amqp_consumer(settings, &target.queue).await;
+        let (consumed, consumer) = amqp_consumer(&settings.amqp_url, &target.queue).await;
         let mut latency = relay_latency(
             settings,
             rabbitmq_publisher(settings),

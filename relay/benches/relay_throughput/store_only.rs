@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use outbox_relay::store::{EventSource, LeaseStore, PostgresStore};
 
 use crate::Settings;
-use crate::events::{enqueue_all, unique_name};
+use crate::events::enqueue_all;
+use crate::support::events::unique_name;
 use crate::targets::create_database;
 
 pub(crate) struct StoreOnly {

@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use lapin::Connection;
 use outbox_relay::publish::{
     KafkaPublisher, KafkaPublisherConfig, Publisher, RabbitMqPublisher, RabbitMqPublisherConfig,
 };
-use outbox_testkit::{TestDatabase, kafka, rabbitmq};
+use outbox_testkit::{TestDatabase, kafka};
 use uuid::Uuid;
 
-use crate::events::{outbound, unique_name};
+use crate::events::outbound;
+use crate::support::events::unique_name;
 use crate::{LATENCY_PRODUCERS, Settings};
 
 // ---------------------------------------------------------------------------
@@ -99,35 +99,6 @@ pub(crate) async fn warm_up(publisher: &dyn Publisher, settings: &Settings, topi
         panic!("warm-up publish to {topic} failed: {failure}");
     }
     event.event_id
-}
-
-/// An AMQP exchange with a durable queue bound to it (`#`), so that
-/// mandatory messages are routed.
-pub(crate) struct AmqpTarget {
-    connection: Connection,
-    pub(crate) exchange: String,
-    pub(crate) queue: String,
-}
-
-pub(crate) async fn amqp_target(prefix: &str) -> AmqpTarget {
-    let connection = rabbitmq::require_rabbitmq().await;
-    let channel = connection.create_channel().await.expect("channel");
-    let exchange = unique_name(prefix);
-    let queue = format!("{exchange}.all");
-    rabbitmq::declare_topic_exchange(&channel, &exchange).await;
-    rabbitmq::declare_bound_queue(&channel, &exchange, &queue).await;
-    AmqpTarget {
-        connection,
-        exchange,
-        queue,
-    }
-}
-
-impl AmqpTarget {
-    pub(crate) async fn remove(self) {
-        rabbitmq::delete_topology(&self.connection, &[&self.queue], &[&self.exchange]).await;
-        let _ = self.connection.close(200, "bye".into()).await;
-    }
 }
 
 pub(crate) fn rabbitmq_publisher(settings: &Settings) -> Arc<RabbitMqPublisher> {

@@ -11,6 +11,9 @@ pub struct RelayProcess {
     _config_dir: PathBuf,
 }
 
+/// The relay's `RUST_LOG` in the tests: its own debug lines.
+pub const TEST_LOG_FILTER: &str = "outbox_relay=debug,info";
+
 /// Test settings: short leases so takeovers after a kill are quick.
 pub const FAST_CONFIG: &str = r#"
 batch_size = 500
@@ -53,6 +56,26 @@ impl RelayProcess {
         global_args: &[&str],
         run_args: &[&str],
     ) -> RelayProcess {
+        Self::spawn_with_log_filter(
+            database_url,
+            broker,
+            config,
+            global_args,
+            run_args,
+            TEST_LOG_FILTER,
+        )
+    }
+
+    /// [`RelayProcess::spawn_with_args`] with `log_filter` as the relay's
+    /// `RUST_LOG`.
+    pub fn spawn_with_log_filter(
+        database_url: &str,
+        broker: &str,
+        config: &str,
+        global_args: &[&str],
+        run_args: &[&str],
+        log_filter: &str,
+    ) -> RelayProcess {
         let dir = std::env::temp_dir().join(format!(
             "outbox-relay-test-{}",
             uuid::Uuid::now_v7().simple()
@@ -74,7 +97,7 @@ impl RelayProcess {
             ])
             .arg(&config_path)
             .args(run_args)
-            .env("RUST_LOG", "outbox_relay=debug,info")
+            .env("RUST_LOG", log_filter)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -129,6 +152,11 @@ impl RelayProcess {
     /// Whether the process still runs.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The log file.
+    pub fn log_path(&self) -> &std::path::Path {
+        &self.log_path
     }
 
     /// The log so far.

@@ -1,6 +1,6 @@
 //! CPU time spent by the processes of one benchmark scenario, read from
-//! `/proc` (Linux): this process (the relay or the raw client), every
-//! PostgreSQL process, and the broker. Between two samples it gives the
+//! `/proc` (Linux): the client (the relay, in this process or as a child
+//! process, or the raw client), every PostgreSQL process, and the broker. Between two samples it gives the
 //! CPU cost of each side per event, which is what bounds the relay's rate
 //! on a machine whose cores are all busy.
 
@@ -10,7 +10,7 @@ use std::time::Instant;
 #[derive(Debug, Clone, Copy)]
 pub struct CpuSample {
     at: Instant,
-    this_process: f64,
+    client: f64,
     postgres: f64,
     broker: f64,
     machine_busy: f64,
@@ -20,7 +20,7 @@ pub struct CpuSample {
 #[derive(Debug, Clone, Copy)]
 pub struct CpuSpent {
     pub wall: f64,
-    pub this_process: f64,
+    pub client: f64,
     pub postgres: f64,
     pub broker: f64,
     /// Every process of the machine, from `/proc/stat`.
@@ -51,6 +51,25 @@ fn parse_stat(line: &str) -> Option<(String, u64, u64)> {
     Some((comm, own, children))
 }
 
+/// Whether a PostgreSQL process counts for `database`: a client backend
+/// of that database (its title is `postgres: [CLUSTER: ]USER DATABASE
+/// HOST(PORT) ...`), or a process of the server's own (no client address in its
+/// title). The postmaster (its command line is the binary's path) is left
+/// out: its reaped children were other databases' backends.
+fn counts_for(process: &std::path::Path, database: &str) -> bool {
+    let Ok(raw) = std::fs::read(process.join("cmdline")) else {
+        return false;
+    };
+    let title = String::from_utf8_lossy(&raw).replace('\0', " ");
+    let Some(rest) = title.strip_prefix("postgres: ") else {
+        return false;
+    };
+    // After the cluster name, when the server has one (`15/main: `).
+    let rest = rest.split_once(": ").map_or(rest, |(_, after)| after);
+    let client_backend = rest.contains('(') || rest.contains("[local]");
+    !client_backend || rest.split_whitespace().nth(1) == Some(database)
+}
+
 /// Busy ticks of all cores, from the first line of `/proc/stat`.
 fn machine_busy_ticks() -> u64 {
     let Ok(text) = std::fs::read_to_string("/proc/stat") else {
@@ -69,15 +88,28 @@ fn machine_busy_ticks() -> u64 {
     total.saturating_sub(idle)
 }
 
-/// Sample the CPU time of this process, of every `postgres` process (the
-/// children it has reaped included, so backends that exit are counted) and
-/// of every process whose name starts with one of `broker_names`.
-pub fn sample(broker_names: &[&str]) -> CpuSample {
+/// Sample the CPU time of the process `client_pid` (the relay or the raw
+/// client; `std::process::id()` when it runs in this process), of every
+/// `postgres` process (the children it has reaped included, so backends
+/// that exit are counted) and of every process whose name starts with one
+/// of `broker_names`.
+pub fn sample(client_pid: u32, broker_names: &[&str]) -> CpuSample {
+    sample_for_database(client_pid, broker_names, None)
+}
+
+/// [`sample`], counting of PostgreSQL's client backends only those of the
+/// database `database` when it is given (on a server other work shares),
+/// and every other PostgreSQL process (WAL writer, checkpointer, ...).
+pub fn sample_for_database(
+    client_pid: u32,
+    broker_names: &[&str],
+    database: Option<&str>,
+) -> CpuSample {
     let ticks = clock_ticks_per_second();
-    let mut this_process = 0;
+    let mut client = 0;
     let mut postgres = 0;
     let mut broker = 0;
-    let own_pid = std::process::id().to_string();
+    let client_pid = client_pid.to_string();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {
             let name = entry.file_name();
@@ -91,10 +123,17 @@ pub fn sample(broker_names: &[&str]) -> CpuSample {
             let Some((comm, own, children)) = parse_stat(&line) else {
                 continue;
             };
-            if pid == own_pid {
-                this_process += own;
+            if pid == client_pid {
+                client += own;
             } else if comm == "postgres" {
-                postgres += own + children;
+                match database {
+                    None => postgres += own + children,
+                    Some(database) => {
+                        if counts_for(&entry.path(), database) {
+                            postgres += own;
+                        }
+                    }
+                }
             } else if broker_names.iter().any(|prefix| comm.starts_with(prefix)) {
                 broker += own;
             }
@@ -102,7 +141,7 @@ pub fn sample(broker_names: &[&str]) -> CpuSample {
     }
     CpuSample {
         at: Instant::now(),
-        this_process: this_process as f64 / ticks,
+        client: client as f64 / ticks,
         postgres: postgres as f64 / ticks,
         broker: broker as f64 / ticks,
         machine_busy: machine_busy_ticks() as f64 / ticks,
@@ -114,7 +153,7 @@ impl CpuSample {
     pub fn until(&self, later: &CpuSample) -> CpuSpent {
         CpuSpent {
             wall: (later.at - self.at).as_secs_f64(),
-            this_process: later.this_process - self.this_process,
+            client: later.client - self.client,
             postgres: later.postgres - self.postgres,
             broker: later.broker - self.broker,
             machine_busy: later.machine_busy - self.machine_busy,
@@ -126,14 +165,19 @@ impl CpuSpent {
     /// One line: CPU microseconds per event of each side, and how busy the
     /// machine's cores were.
     pub fn per_event(&self, events: u64) -> String {
+        self.per_event_named(events, "this process")
+    }
+
+    /// [`CpuSpent::per_event`], naming the client `client`.
+    pub fn per_event_named(&self, events: u64, client: &str) -> String {
         let micros = |seconds: f64| seconds * 1e6 / events.max(1) as f64;
         let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
         format!(
-            "cpu per event: this process {:.1} µs, postgres {:.1} µs, broker {:.1} µs, all three {:.1} µs; machine {:.0}% busy of {} cores over {:.2} s",
-            micros(self.this_process),
+            "cpu per event: {client} {:.1} µs, postgres {:.1} µs, broker {:.1} µs, all three {:.1} µs; machine {:.0}% busy of {} cores over {:.2} s",
+            micros(self.client),
             micros(self.postgres),
             micros(self.broker),
-            micros(self.this_process + self.postgres + self.broker),
+            micros(self.client + self.postgres + self.broker),
             100.0 * self.machine_busy / (self.wall * cores).max(f64::EPSILON),
             cores,
             self.wall

@@ -1,0 +1,87 @@
+//! A fresh PostgreSQL database per case (`outbox_testkit::postgres`),
+//! migrated by `outbox-relay migrate`, with autovacuum off on the outbox
+//! table so that it is never analyzed behind the bench's back.
+
+use outbox_testkit::TestDatabase;
+
+use crate::relay::migrate;
+use crate::sql::{ANALYZE, COUNT_PUBLISHED, DISABLE_AUTOVACUUM, TABLE_STATISTICS};
+
+pub(crate) struct BenchDatabase {
+    pub(crate) url: String,
+    /// The database's name, for the CPU of its backends.
+    pub(crate) name: String,
+    pub(crate) pool: sqlx::PgPool,
+    database: TestDatabase<sqlx::Postgres>,
+}
+
+/// What the planner knows of `outbox_events`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Statistics {
+    /// `pg_class.reltuples`: -1 when never vacuumed or analyzed.
+    pub(crate) reltuples: f64,
+    pub(crate) analyzed: bool,
+}
+
+impl BenchDatabase {
+    /// A fresh, migrated database and a pool of `connections`.
+    pub(crate) async fn create(connections: u32) -> BenchDatabase {
+        let database = outbox_testkit::postgres().await;
+        database.pool().close().await;
+        let url = database.url().to_owned();
+        migrate(&url);
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(connections)
+            .connect(&url)
+            .await
+            .expect("connect to the bench database");
+        sqlx::query(DISABLE_AUTOVACUUM)
+            .execute(&pool)
+            .await
+            .expect("disable autovacuum on outbox_events");
+        let name = url
+            .rsplit('/')
+            .next()
+            .and_then(|tail| tail.split('?').next())
+            .unwrap_or_default()
+            .to_owned();
+        BenchDatabase {
+            url,
+            name,
+            pool,
+            database,
+        }
+    }
+
+    pub(crate) async fn analyze(&self) {
+        sqlx::query(ANALYZE)
+            .execute(&self.pool)
+            .await
+            .expect("analyze");
+    }
+
+    pub(crate) async fn statistics(&self) -> Statistics {
+        let (reltuples, analyzed): (f64, bool) = sqlx::query_as(TABLE_STATISTICS)
+            .fetch_one(&self.pool)
+            .await
+            .expect("read table statistics");
+        Statistics {
+            reltuples,
+            analyzed,
+        }
+    }
+
+    pub(crate) async fn published(&self) -> u64 {
+        let count: i64 = sqlx::query_scalar(COUNT_PUBLISHED)
+            .fetch_one(&self.pool)
+            .await
+            .expect("count published");
+        count as u64
+    }
+
+    pub(crate) async fn drop_database(self) {
+        self.pool.close().await;
+        // The test database drops the database (WITH (FORCE)) on drop.
+        drop(self.database);
+    }
+}

@@ -1,0 +1,234 @@
+//! One drain case: a fresh database, a backlog written by plain `INSERT`s,
+//! then the relay binary started and its `/metrics` read until every event
+//! is published, optionally while steady producers keep writing.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::activity::{self, Profile};
+use crate::broker::Broker;
+use crate::database::{BenchDatabase, Statistics};
+use crate::history::write_history;
+use crate::keys::KeyDistribution;
+use crate::relay::RunningRelay;
+use crate::sampler::{Watched, sample_until};
+use crate::support::cpu::CpuSpent;
+use crate::writers::{Pace, write_backlog, write_steadily};
+use crate::{DRAIN_LIMIT, Settings, WRITERS};
+
+/// The share of the events between which the rate and CPU are measured:
+/// the relay's start-up and the last batch stay out.
+const MEASURED_FROM: f64 = 0.1;
+const MEASURED_TO: f64 = 0.9;
+
+/// Milliseconds between two readings of `pg_stat_activity`.
+const PROFILE_INTERVAL: Duration = Duration::from_millis(2);
+
+/// What a drain case does.
+#[derive(Clone)]
+pub(crate) struct DrainSpec {
+    pub(crate) label: String,
+    pub(crate) distribution: KeyDistribution,
+    /// `ANALYZE` after the backlog is written.
+    pub(crate) analyze: bool,
+    /// Steady producers at this rate while the relay drains.
+    pub(crate) steady_rate: Option<u64>,
+    /// Published events written (with `generate_series`) before the backlog.
+    pub(crate) history_rows: u64,
+    /// Read `pg_stat_activity` during the drain.
+    pub(crate) profile: bool,
+}
+
+/// What a drain case measured.
+pub(crate) struct DrainFigures {
+    pub(crate) spec: DrainSpec,
+    /// Events published in all: the backlog and what producers added.
+    pub(crate) published: u64,
+    /// Events/s between 10% and 90% of them.
+    pub(crate) rate: f64,
+    /// Events/s from the first published event to the last.
+    pub(crate) whole_rate: f64,
+    pub(crate) first_publish: Duration,
+    pub(crate) backlog_written_in: Duration,
+    pub(crate) statistics: Statistics,
+    /// CPU between the 10% and 90% readings, and the events published there.
+    pub(crate) cpu: CpuSpent,
+    pub(crate) cpu_events: u64,
+    /// Mean `outbox_relay_batch_publish_seconds`, and batches.
+    pub(crate) batch_publish_ms: f64,
+    pub(crate) batches: f64,
+    /// Events/s the steady producers committed.
+    pub(crate) producer_rate: Option<f64>,
+    pub(crate) profile: Option<Profile>,
+}
+
+pub(crate) async fn drain(settings: &Settings, broker: Broker, spec: DrainSpec) -> DrainFigures {
+    let database = BenchDatabase::create(WRITERS as u32 + 2).await;
+    let target = broker.target(settings, "drain").await;
+    if spec.history_rows > 0 {
+        write_history(
+            &database,
+            target.name(),
+            spec.history_rows,
+            settings.payload_bytes,
+        )
+        .await;
+    }
+    let backlog_written_in = write_backlog(
+        &database.pool,
+        target.name(),
+        spec.distribution,
+        settings.events,
+        settings.payload_bytes,
+    )
+    .await;
+    if spec.analyze {
+        database.analyze().await;
+    }
+    let statistics = database.statistics().await;
+
+    let profile_stop = CancellationToken::new();
+    let profiler = spec.profile.then(|| {
+        tokio::spawn(activity::profile(
+            database.url.clone(),
+            PROFILE_INTERVAL,
+            profile_stop.clone(),
+        ))
+    });
+    let started = Instant::now();
+    let relay =
+        RunningRelay::start(&database.url, &broker.url(settings), &settings.log_filter).await;
+
+    let written = Arc::new(AtomicU64::new(0));
+    let writers_stop = CancellationToken::new();
+    let producers = spec.steady_rate.map(|rate| {
+        let pool = database.pool.clone();
+        let topic = target.name().to_owned();
+        let written = Arc::clone(&written);
+        let stop = writers_stop.clone();
+        let pace = Pace {
+            writers: WRITERS,
+            rate,
+            limit: u64::MAX,
+            distribution: spec.distribution,
+            payload_bytes: settings.payload_bytes,
+        };
+        tokio::spawn(async move {
+            write_steadily(&pool, &topic, pace, stop, move |_| {
+                written.fetch_add(1, Ordering::Relaxed);
+                async {}
+            })
+            .await
+        })
+    });
+    // Producers write while the relay drains the backlog; then the relay
+    // catches up with what they wrote.
+    let backlog = settings.events;
+    let watched = Watched {
+        relay: &relay,
+        database: &database.name,
+        broker_processes: broker.processes(),
+    };
+    let series = sample_until(
+        watched,
+        started,
+        settings.sample_interval,
+        DRAIN_LIMIT,
+        |published| {
+            if producers.is_none() {
+                return backlog;
+            }
+            if published >= backlog {
+                writers_stop.cancel();
+            }
+            if writers_stop.is_cancelled() {
+                backlog + written.load(Ordering::Relaxed)
+            } else {
+                u64::MAX
+            }
+        },
+    )
+    .await;
+    let producer_rate = match producers {
+        Some(task) => Some(task.await.expect("producers").rate),
+        None => None,
+    };
+    let total = backlog + written.load(Ordering::Relaxed);
+    let mut last = series.last();
+    while (last.published as u64) < total {
+        tokio::time::sleep(settings.sample_interval).await;
+        last = relay.scrape().await;
+    }
+    profile_stop.cancel();
+    let profile = match profiler {
+        Some(task) => Some(task.await.expect("pg_stat_activity reader")),
+        None => None,
+    };
+    let first_publish = series.first_publish();
+    let rate = series.rate_between(total, MEASURED_FROM, MEASURED_TO);
+    let whole_rate = match (series.crossing(1.0), series.crossing(total as f64)) {
+        (Some(first), Some(end)) if end > first => (total - 1) as f64 / (end - first).as_secs_f64(),
+        _ => f64::NAN,
+    };
+    let (cpu, cpu_events) = series.cpu_between(total, MEASURED_FROM, MEASURED_TO);
+    if settings.log_filter != "info" {
+        println!("    relay log: {}", relay.log_path().display());
+    }
+    relay.stop();
+    let published = database.published().await - spec.history_rows;
+    assert_eq!(published, total, "published rows after the drain");
+    target.remove().await;
+    database.drop_database().await;
+    DrainFigures {
+        spec,
+        published,
+        rate,
+        whole_rate,
+        first_publish,
+        backlog_written_in,
+        statistics,
+        cpu,
+        cpu_events,
+        batch_publish_ms: last.batch_publish_seconds * 1e3 / last.batches.max(1.0),
+        batches: last.batches,
+        producer_rate,
+        profile,
+    }
+}
+
+/// The lines a drain prints as it finishes.
+pub(crate) fn print_drain(figures: &DrainFigures) {
+    let stats = figures.statistics;
+    println!(
+        "  {}: {:.0} events/s (10%→90%), {:.0} events/s first→last event; {} events; first event published {:.0} ms after the relay started; backlog written in {:.1} s; table reltuples {} ({})",
+        figures.spec.label,
+        figures.rate,
+        figures.whole_rate,
+        figures.published,
+        figures.first_publish.as_secs_f64() * 1e3,
+        figures.backlog_written_in.as_secs_f64(),
+        stats.reltuples,
+        if stats.analyzed {
+            "analyzed"
+        } else {
+            "never analyzed"
+        }
+    );
+    if let Some(rate) = figures.producer_rate {
+        println!("    steady producers committed {rate:.0} events/s");
+    }
+    println!(
+        "    {} batches, batch publish mean {:.1} ms (outbox_relay_batch_publish_seconds)",
+        figures.batches, figures.batch_publish_ms
+    );
+    println!(
+        "    {}",
+        figures.cpu.per_event_named(figures.cpu_events, "relay")
+    );
+    if let Some(profile) = &figures.profile {
+        println!("{}", profile.describe(figures.published));
+    }
+}

@@ -1,0 +1,307 @@
+//! The relay as users run it: the release `outbox-relay` binary in a
+//! process of its own, with its default configuration, draining backlogs
+//! written by plain SQL `INSERT`s into never-analyzed tables, its rate read
+//! from its own `/metrics`.
+//!
+//! ```sh
+//! cargo bench -p outbox-relay --bench relay_binary
+//! cargo bench -p outbox-relay --bench relay_binary -- --events 3000 --sizes 10000 --latency-secs 2
+//! ```
+//!
+//! Cases (`--cases`, comma-separated; all by default), per broker:
+//! - `uniform`: 100,000 events over 1,000 aggregates, drawn uniformly,
+//!   written 500 `INSERT`s per transaction, never analyzed.
+//! - `analyzed`: the same backlog after `ANALYZE`.
+//! - `zipf`: Zipf (s = 1.1) over 10,000 aggregates; `five`: 5 aggregates;
+//!   `one`: 1 aggregate.
+//! - `steady`: the uniform backlog while 8 writers commit 5,000 events/s,
+//!   one per transaction.
+//! - `latency`: commit → consumer at `--latency-rates` (500,5000), through
+//!   the relay and through a direct producer.
+//! - `history`: fetch and mark cost with `--sizes` published rows already in
+//!   the table (10,000, 1,000,000 and 10,000,000), Kafka only.
+//!
+//! The raw clients (rdkafka idempotent with acks=all, lapin with publisher
+//! confirms) run first, on the same broker, for the ratios.
+//!
+//! Settings, as `--name value` arguments: `--events` (100000),
+//! `--cases`, `--brokers` (`kafka,rabbitmq`), `--sizes`, `--latency-rates`,
+//! `--latency-secs` (10), `--steady-rate` (5000), `--payload-bytes` (300),
+//! `--sample-ms` (500, between two readings of `/metrics`; each reading
+//! counts the pending events in the database, which costs it CPU),
+//! `--kafka-partitions` (4), `--relay-log` (the relay's `RUST_LOG`, `info`),
+//! `--profile` (read `pg_stat_activity` during every drain, not only the
+//! history's; it costs the database some CPU).
+//! The services come from `OUTBOX_TEST_POSTGRES_URL`,
+//! `OUTBOX_TEST_KAFKA_BROKERS` and `OUTBOX_TEST_AMQP_URL`, as for the tests.
+
+mod activity;
+mod broker;
+mod database;
+mod drain;
+mod history;
+mod keys;
+mod latency;
+mod relay;
+mod report;
+mod sampler;
+mod sql;
+#[path = "../support/mod.rs"]
+mod support;
+mod writers;
+
+use std::time::Duration;
+
+use crate::broker::Broker;
+use crate::drain::{DrainSpec, drain, print_drain};
+use crate::keys::{KeyDistribution, Keys};
+use crate::latency::{Route, latency};
+use crate::report::{BrokerResults, print_summary};
+use crate::support::consumers::percentiles;
+use crate::support::events::payload;
+use crate::support::raw::RawRecord;
+
+/// Steady producers: concurrent writers, one connection each.
+const WRITERS: u64 = 8;
+/// Aggregates of the uniform distribution.
+const UNIFORM_AGGREGATES: u64 = 1000;
+/// Longest a drain may take.
+const DRAIN_LIMIT: Duration = Duration::from_secs(1800);
+/// Every case, in the order they run.
+const CASES: &[&str] = &[
+    "uniform", "analyzed", "zipf", "five", "one", "steady", "latency", "history",
+];
+
+#[derive(Debug, Clone)]
+struct Settings {
+    events: u64,
+    cases: Vec<String>,
+    brokers: Vec<Broker>,
+    sizes: Vec<u64>,
+    latency_rates: Vec<u64>,
+    latency_secs: u64,
+    steady_rate: u64,
+    payload_bytes: usize,
+    sample_interval: Duration,
+    kafka_partitions: i32,
+    log_filter: String,
+    /// Read `pg_stat_activity` during every drain, not only the history's.
+    profile: bool,
+    kafka_brokers: String,
+    amqp_url: String,
+}
+
+impl Settings {
+    fn load() -> Settings {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let lookup = |flag: &str| -> Option<String> {
+            args.iter()
+                .position(|arg| arg == flag)
+                .and_then(|index| args.get(index + 1).cloned())
+        };
+        let list = |flag: &str, default: &str| -> Vec<String> {
+            lookup(flag)
+                .unwrap_or_else(|| default.to_owned())
+                .split(',')
+                .map(|item| item.trim().replace('_', ""))
+                .filter(|item| !item.is_empty())
+                .collect()
+        };
+        let number = |text: &str| -> u64 {
+            text.parse()
+                .unwrap_or_else(|_| panic!("not a number: {text}"))
+        };
+        let one = |flag: &str, default: u64| lookup(flag).map_or(default, |text| number(&text));
+        let cases = list("--cases", &CASES.join(","));
+        for case in &cases {
+            assert!(
+                CASES.contains(&case.as_str()),
+                "unknown case {case}: one of {CASES:?}"
+            );
+        }
+        Settings {
+            events: one("--events", 100_000),
+            cases,
+            brokers: list("--brokers", "kafka,rabbitmq")
+                .iter()
+                .map(|name| Broker::parse(name))
+                .collect(),
+            sizes: list("--sizes", "10000,1000000,10000000")
+                .iter()
+                .map(|size| number(size))
+                .collect(),
+            latency_rates: list("--latency-rates", "500,5000")
+                .iter()
+                .map(|rate| number(rate))
+                .collect(),
+            latency_secs: one("--latency-secs", 10),
+            steady_rate: one("--steady-rate", 5000),
+            payload_bytes: one("--payload-bytes", 300) as usize,
+            sample_interval: Duration::from_millis(one("--sample-ms", 500)),
+            kafka_partitions: one("--kafka-partitions", 4) as i32,
+            log_filter: lookup("--relay-log").unwrap_or_else(|| "info".to_owned()),
+            profile: args.iter().any(|arg| arg == "--profile"),
+            kafka_brokers: outbox_testkit::kafka::brokers(),
+            amqp_url: outbox_testkit::rabbitmq::amqp_url(),
+        }
+    }
+
+    fn runs(&self, case: &str) -> bool {
+        self.cases.iter().any(|selected| selected == case)
+    }
+}
+
+/// The drain cases of one broker, by name.
+fn drain_specs(settings: &Settings) -> Vec<(&'static str, DrainSpec)> {
+    let uniform = KeyDistribution::Uniform {
+        aggregates: UNIFORM_AGGREGATES,
+    };
+    let spec = |label: &str, distribution, analyze, steady_rate| DrainSpec {
+        label: label.to_owned(),
+        distribution,
+        analyze,
+        steady_rate,
+        history_rows: 0,
+        profile: settings.profile,
+    };
+    let zipf = KeyDistribution::Zipf {
+        aggregates: 10_000,
+        exponent: 1.1,
+    };
+    let all = [
+        (
+            "uniform",
+            spec(
+                "uniform, 1,000 aggregates, no statistics",
+                uniform,
+                false,
+                None,
+            ),
+        ),
+        (
+            "analyzed",
+            spec(
+                "uniform, 1,000 aggregates, after ANALYZE",
+                uniform,
+                true,
+                None,
+            ),
+        ),
+        ("zipf", spec(&zipf.label(), zipf, false, None)),
+        (
+            "five",
+            spec(
+                "5 aggregates",
+                KeyDistribution::Uniform { aggregates: 5 },
+                false,
+                None,
+            ),
+        ),
+        (
+            "one",
+            spec(
+                "1 aggregate",
+                KeyDistribution::Uniform { aggregates: 1 },
+                false,
+                None,
+            ),
+        ),
+        (
+            "steady",
+            spec(
+                &format!("uniform, with 8 writers at {}/s", settings.steady_rate),
+                uniform,
+                false,
+                Some(settings.steady_rate),
+            ),
+        ),
+    ];
+    all.into_iter()
+        .filter(|(name, _)| settings.runs(name))
+        .collect()
+}
+
+/// The raw client's records: the uniform backlog's keys and payloads.
+fn raw_records(settings: &Settings) -> Vec<RawRecord> {
+    let mut keys = Keys::new(
+        KeyDistribution::Uniform {
+            aggregates: UNIFORM_AGGREGATES,
+        },
+        0x0b0c,
+    );
+    (0..settings.events)
+        .map(|sequence| {
+            let key = keys.next_aggregate();
+            RawRecord {
+                payload: payload(&key, sequence, settings.payload_bytes),
+                key,
+            }
+        })
+        .collect()
+}
+
+#[tokio::main]
+async fn main() {
+    let settings = Settings::load();
+    println!(
+        "relay_binary: {} events per backlog, cases {:?}, brokers {:?}, history sizes {:?}, latency {:?}/s for {} s, relay {}",
+        settings.events,
+        settings.cases,
+        settings.brokers,
+        settings.sizes,
+        settings.latency_rates,
+        settings.latency_secs,
+        env!("CARGO_BIN_EXE_outbox-relay")
+    );
+    let specs = drain_specs(&settings);
+    let mut brokers = Vec::new();
+    for &broker in &settings.brokers {
+        println!("== {}", broker.path());
+        let raw = if specs.is_empty() {
+            None
+        } else {
+            let raw = broker.raw(&settings, &raw_records(&settings)).await;
+            println!(
+                "  raw client: {:.0} msg/s; {}",
+                raw.rate,
+                raw.cpu.per_event_named(raw.acknowledged, "client")
+            );
+            Some(raw)
+        };
+        let mut drains = Vec::new();
+        for (name, spec) in &specs {
+            let figures = drain(&settings, broker, spec.clone()).await;
+            print_drain(&figures);
+            drains.push((*name, figures));
+        }
+        brokers.push(BrokerResults {
+            broker,
+            raw,
+            drains,
+        });
+    }
+    let mut latencies = Vec::new();
+    if settings.runs("latency") {
+        for &broker in &settings.brokers {
+            for &rate in &settings.latency_rates {
+                for route in [Route::Direct, Route::Relay] {
+                    let mut figures = latency(&settings, broker, route, rate).await;
+                    println!(
+                        "  latency {} {route:?} at {rate}/s (committed {:.0}/s): commit → consumer {}",
+                        broker.path(),
+                        figures.producer_rate,
+                        percentiles(&mut figures.latencies)
+                    );
+                    latencies.push(figures);
+                }
+            }
+        }
+    }
+    let history = if settings.runs("history") {
+        println!("== fetch and mark against the table's size (Kafka)");
+        history::history_sizes(&settings).await
+    } else {
+        Vec::new()
+    };
+    print_summary(&settings, &brokers, &latencies, &history);
+}

@@ -1,0 +1,107 @@
+//! The release `outbox-relay` binary, run as users run it: `outbox-relay
+//! migrate`, then `outbox-relay run` with the default configuration (only
+//! the HTTP endpoint's address is set, to a free port) and the broker URL,
+//! in a process of its own, read through its `/metrics`.
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::http::{endpoint_address, get, sample};
+use crate::support::process::RelayProcess;
+
+/// The configuration file: every setting at its default but the HTTP
+/// endpoint, on a free port of the loopback.
+const CONFIG: &str = "[http]\nlisten = \"127.0.0.1:0\"\n";
+
+/// The published counter of `/metrics`, summed over topics.
+const PUBLISHED_TOTAL: &str = "outbox_relay_events_published_total";
+/// Sum and count of the batch publish histogram.
+const BATCH_PUBLISH_SUM: &str = "outbox_relay_batch_publish_seconds_sum";
+const BATCH_PUBLISH_COUNT: &str = "outbox_relay_batch_publish_seconds_count";
+
+/// How long a relay may take to stop after SIGTERM.
+const STOP_LIMIT: Duration = Duration::from_secs(60);
+
+/// `outbox-relay migrate --database-url url`.
+pub(crate) fn migrate(database_url: &str) {
+    let output = Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
+        .args(["migrate", "--database-url", database_url])
+        .output()
+        .expect("run outbox-relay migrate");
+    assert!(
+        output.status.success(),
+        "outbox-relay migrate failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// One reading of `/metrics`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Scrape {
+    /// `outbox_relay_events_published_total`, every topic.
+    pub(crate) published: f64,
+    /// Seconds spent publishing batches, and how many batches.
+    pub(crate) batch_publish_seconds: f64,
+    pub(crate) batches: f64,
+}
+
+/// A running `outbox-relay run` and its HTTP endpoint.
+pub(crate) struct RunningRelay {
+    process: RelayProcess,
+    address: String,
+}
+
+impl RunningRelay {
+    /// Start the relay on `database_url` and `broker_url`, with `log_filter`
+    /// as `RUST_LOG` (the default is `info`), and wait for its endpoint.
+    pub(crate) async fn start(database_url: &str, broker_url: &str, log_filter: &str) -> Self {
+        let process = RelayProcess::spawn_with_log_filter(
+            database_url,
+            broker_url,
+            CONFIG,
+            &[],
+            &[],
+            log_filter,
+        );
+        let address = endpoint_address(&process).await;
+        RunningRelay { process, address }
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Read `/metrics`.
+    pub(crate) async fn scrape(&self) -> Scrape {
+        let response = get(&self.address, "/metrics").await;
+        assert_eq!(response.status, 200, "/metrics: {}", response.body);
+        let published = response
+            .body
+            .lines()
+            .filter(|line| line.starts_with(PUBLISHED_TOTAL))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        Scrape {
+            published,
+            batch_publish_seconds: sample(&response.body, BATCH_PUBLISH_SUM).unwrap_or(0.0),
+            batches: sample(&response.body, BATCH_PUBLISH_COUNT).unwrap_or(0.0),
+        }
+    }
+
+    /// SIGTERM, and wait for the exit; returns the relay's log.
+    pub(crate) fn stop(mut self) -> String {
+        self.process.signal("TERM");
+        let status = self.process.wait_exit(STOP_LIMIT);
+        let log = self.process.log();
+        match status {
+            Some(status) if status.success() => {}
+            other => eprintln!("    ! the relay did not stop cleanly ({other:?}); its log:\n{log}"),
+        }
+        log
+    }
+
+    /// The relay's log file.
+    pub(crate) fn log_path(&self) -> std::path::PathBuf {
+        self.process.log_path().to_owned()
+    }
+}

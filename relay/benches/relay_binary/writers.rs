@@ -1,0 +1,163 @@
+//! How the bench writes events, as an application would: plain SQL
+//! `INSERT`s of the contract columns. A backlog is written 500 events per
+//! transaction; steady producers commit one event per transaction on a
+//! fixed schedule.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sqlx::Connection;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::keys::{KeyDistribution, Keys};
+use crate::sql::INSERT_EVENT;
+use crate::support::events::{AGGREGATE_TYPE, EVENT_TYPE, SOURCE, payload};
+
+/// Events per transaction of a backlog.
+const BACKLOG_TRANSACTION: u64 = 500;
+
+/// One event written: its id, aggregate and payload.
+#[derive(Clone)]
+pub(crate) struct Written {
+    pub(crate) event_id: Uuid,
+    pub(crate) aggregate_id: String,
+    pub(crate) payload: String,
+}
+
+async fn insert<'c, E>(executor: E, topic: &str, event: &Written) -> Result<(), sqlx::Error>
+where
+    E: sqlx::PgExecutor<'c>,
+{
+    sqlx::query(INSERT_EVENT)
+        .bind(event.event_id)
+        .bind(EVENT_TYPE)
+        .bind(SOURCE)
+        .bind(AGGREGATE_TYPE)
+        .bind(&event.aggregate_id)
+        .bind(topic)
+        .bind(&event.payload)
+        .execute(executor)
+        .await
+        .map(|_| ())
+}
+
+/// Write `events` pending events for `topic`: one `INSERT` per event, 500
+/// per transaction, keys from `distribution`. No `ANALYZE` follows.
+pub(crate) async fn write_backlog(
+    pool: &sqlx::PgPool,
+    topic: &str,
+    distribution: KeyDistribution,
+    events: u64,
+    payload_bytes: usize,
+) -> Duration {
+    let started = Instant::now();
+    let mut keys = Keys::new(distribution, 0x0b0c);
+    let mut sequence = 0;
+    while sequence < events {
+        let end = (sequence + BACKLOG_TRANSACTION).min(events);
+        let mut transaction = pool.begin().await.expect("begin");
+        for number in sequence..end {
+            let aggregate_id = keys.next_aggregate();
+            let event = Written {
+                event_id: Uuid::now_v7(),
+                payload: payload(&aggregate_id, number, payload_bytes),
+                aggregate_id,
+            };
+            insert(&mut *transaction, topic, &event)
+                .await
+                .expect("insert event");
+        }
+        transaction.commit().await.expect("commit");
+        sequence = end;
+    }
+    started.elapsed()
+}
+
+/// The schedule of steady producers.
+#[derive(Clone, Copy)]
+pub(crate) struct Pace {
+    /// Concurrent writers, each with its own connection.
+    pub(crate) writers: u64,
+    /// Events per second, all writers together.
+    pub(crate) rate: u64,
+    /// Events at most; the writers also stop when cancelled.
+    pub(crate) limit: u64,
+    pub(crate) distribution: KeyDistribution,
+    pub(crate) payload_bytes: usize,
+}
+
+/// What steady producers did.
+pub(crate) struct Produced {
+    /// When each event's `COMMIT` returned, by event id.
+    pub(crate) commits: HashMap<Uuid, Instant>,
+    /// Events committed per second, over the writing time.
+    pub(crate) rate: f64,
+}
+
+/// Commit one event per transaction on a fixed schedule of `pace.rate`
+/// events/s over `pace.writers` writers, each on a connection of its own
+/// (the pool needs that many), until `pace.limit` events or
+/// `stop`. After each commit, `after_commit` is called with the event (a
+/// direct publish, for the baseline; nothing for the relay).
+pub(crate) async fn write_steadily<F, Fut>(
+    pool: &sqlx::PgPool,
+    topic: &str,
+    pace: Pace,
+    stop: CancellationToken,
+    after_commit: F,
+) -> Produced
+where
+    F: Fn(Written) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let commits: Arc<Mutex<HashMap<Uuid, Instant>>> = Arc::default();
+    let period = Duration::from_secs_f64(1.0 / pace.rate.max(1) as f64);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..pace.writers)
+        .map(|writer| {
+            let pool = pool.clone();
+            let topic = topic.to_owned();
+            let commits = Arc::clone(&commits);
+            let stop = stop.clone();
+            let after_commit = after_commit.clone();
+            tokio::spawn(async move {
+                let mut connection = pool.acquire().await.expect("writer connection");
+                let mut keys = Keys::new(pace.distribution, 0x5eed + writer);
+                let mut sequence = writer;
+                while sequence < pace.limit && !stop.is_cancelled() {
+                    let due = started + period * sequence as u32;
+                    tokio::time::sleep_until(tokio::time::Instant::from_std(due)).await;
+                    let aggregate_id = keys.next_aggregate();
+                    let event = Written {
+                        event_id: Uuid::now_v7(),
+                        payload: payload(&aggregate_id, sequence, pace.payload_bytes),
+                        aggregate_id,
+                    };
+                    let mut transaction = connection.begin().await.expect("begin");
+                    insert(&mut *transaction, &topic, &event)
+                        .await
+                        .expect("insert event");
+                    transaction.commit().await.expect("commit");
+                    commits
+                        .lock()
+                        .unwrap()
+                        .insert(event.event_id, Instant::now());
+                    after_commit(event).await;
+                    sequence += pace.writers;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("writer task");
+    }
+    let elapsed = started.elapsed();
+    let commits = std::mem::take(&mut *commits.lock().unwrap());
+    Produced {
+        rate: commits.len() as f64 / elapsed.as_secs_f64(),
+        commits,
+    }
+}

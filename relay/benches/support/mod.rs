@@ -1,0 +1,16 @@
+//! Code the relay benchmarks share: CPU sampling, the raw broker clients,
+//! consumers that stamp arrivals, the events' shape, a RabbitMQ target, and
+//! (from the end-to-end tests' support) the relay binary as a child process
+//! with its HTTP endpoint.
+
+#![allow(dead_code)]
+
+pub mod consumers;
+pub mod cpu;
+pub mod events;
+#[path = "../../tests/support/http.rs"]
+pub mod http;
+#[path = "../../tests/support/process.rs"]
+pub mod process;
+pub mod raw;
+pub mod targets;

@@ -1,0 +1,248 @@
+//! Raw producer rates: the broker clients alone, with the relay's producer
+//! settings and records as large as the relay's, on the same broker.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use uuid::Uuid;
+
+use super::cpu;
+use super::events::{EVENT_TYPE, attributes};
+
+/// One record of a raw run: its key (the aggregate id) and JSON payload.
+pub struct RawRecord {
+    pub key: String,
+    pub payload: String,
+}
+
+/// What a raw run measured.
+pub struct RawRate {
+    /// Acknowledged messages per second.
+    pub rate: f64,
+    /// Acknowledged messages.
+    pub acknowledged: u64,
+    /// CPU of this process (the client), PostgreSQL and the broker.
+    pub cpu: cpu::CpuSpent,
+}
+
+/// A FutureProducer with the relay's producer settings:
+/// `enable.idempotence=true`, `acks=all`, `linger.ms=1`,
+/// `partitioner=murmur2_random`.
+pub fn kafka_producer(brokers: &str) -> FutureProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("client.id", "outbox-bench-raw")
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "1")
+        .set("message.timeout.ms", "30000")
+        .set("partitioner", "murmur2_random")
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .expect("kafka producer")
+}
+
+/// The relay's `ce_*` headers and content type, for a raw Kafka record.
+pub fn kafka_headers(event_id: &Uuid, key: &str) -> OwnedHeaders {
+    let mut headers = OwnedHeaders::new_with_capacity(10);
+    for (name, value) in attributes(event_id, key) {
+        let name = format!("ce_{name}");
+        headers = headers.insert(Header {
+            key: name.as_str(),
+            value: Some(value.as_str()),
+        });
+    }
+    headers.insert(Header {
+        key: "content-type",
+        value: Some("application/json"),
+    })
+}
+
+/// Send one record and await its delivery: producer id, connection and
+/// topic metadata are in place afterwards.
+pub async fn warm_up_kafka(producer: &FutureProducer, topic: &str) -> Uuid {
+    let warm_id = Uuid::now_v7();
+    producer
+        .send(
+            FutureRecord::to(topic)
+                .key("warm-up")
+                .payload("{}")
+                .headers(kafka_headers(&warm_id, "warm-up")),
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("warm-up record");
+    warm_id
+}
+
+/// Plain rdkafka: every record sent (pipelined), then every delivery report
+/// awaited; when librdkafka's queue is full, the oldest report is awaited.
+pub async fn raw_rdkafka(
+    brokers: &str,
+    topic: &str,
+    records: &[RawRecord],
+    broker_processes: &[&str],
+) -> RawRate {
+    let producer = kafka_producer(brokers);
+    warm_up_kafka(&producer, topic).await;
+    let ids: Vec<Uuid> = records.iter().map(|_| Uuid::now_v7()).collect();
+
+    let cpu_before = cpu::sample(std::process::id(), broker_processes);
+    let started = Instant::now();
+    let mut in_flight: VecDeque<DeliveryFuture> = VecDeque::new();
+    let mut delivered = 0u64;
+    let mut failed = 0u64;
+    let mut settle = |outcome: Result<Result<_, _>, _>| match outcome {
+        Ok(Ok(_)) => delivered += 1,
+        _ => failed += 1,
+    };
+    for (record, event_id) in records.iter().zip(&ids) {
+        let mut future_record = FutureRecord::to(topic)
+            .key(record.key.as_str())
+            .payload(record.payload.as_str())
+            .headers(kafka_headers(event_id, &record.key));
+        loop {
+            match producer.send_result(future_record) {
+                Ok(delivery) => {
+                    in_flight.push_back(delivery);
+                    break;
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned)) => {
+                    future_record = returned;
+                    match in_flight.pop_front() {
+                        Some(delivery) => settle(delivery.await),
+                        None => tokio::time::sleep(Duration::from_millis(1)).await,
+                    }
+                }
+                Err((error, _)) => panic!("send failed: {error}"),
+            }
+        }
+    }
+    while let Some(delivery) = in_flight.pop_front() {
+        settle(delivery.await);
+    }
+    let elapsed = started.elapsed();
+    let spent = cpu_before.until(&cpu::sample(std::process::id(), broker_processes));
+    assert_eq!(failed, 0, "raw rdkafka: {failed} records failed");
+    RawRate {
+        rate: delivered as f64 / elapsed.as_secs_f64(),
+        acknowledged: delivered,
+        cpu: spent,
+    }
+}
+
+/// The relay's AMQP publish options: `mandatory`.
+pub const AMQP_PUBLISH: BasicPublishOptions = BasicPublishOptions {
+    mandatory: true,
+    immediate: false,
+};
+
+/// The relay's AMQP properties and `cloudEvents:*` headers, persistent.
+pub fn amqp_properties(event_id: &Uuid, key: &str) -> BasicProperties {
+    let mut headers = FieldTable::default();
+    for (name, value) in attributes(event_id, key) {
+        headers.insert(
+            ShortString::from(format!("cloudEvents:{name}")),
+            AMQPValue::LongString(LongString::from(value)),
+        );
+    }
+    headers.insert(
+        ShortString::from("cloudEvents:datacontenttype"),
+        AMQPValue::LongString(LongString::from("application/json")),
+    );
+    BasicProperties::default()
+        .with_content_type(ShortString::from("application/json"))
+        .with_delivery_mode(2)
+        .with_message_id(ShortString::from(event_id.to_string()))
+        .with_type(ShortString::from(EVENT_TYPE))
+        .with_timestamp(chrono::Utc::now().timestamp() as u64)
+        .with_headers(headers)
+}
+
+/// A connection and a channel in confirm mode, warmed up with one confirmed
+/// message to `exchange`; returns the warm-up message's id too.
+pub async fn amqp_confirm_channel(amqp_url: &str, exchange: &str) -> (Connection, Channel, Uuid) {
+    let connection = Connection::connect(amqp_url, ConnectionProperties::default())
+        .await
+        .expect("connect to RabbitMQ");
+    let channel = connection.create_channel().await.expect("channel");
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .expect("confirm mode");
+    let warm_id = Uuid::now_v7();
+    channel
+        .basic_publish(
+            exchange.into(),
+            EVENT_TYPE.into(),
+            AMQP_PUBLISH,
+            b"{}",
+            amqp_properties(&warm_id, "warm-up"),
+        )
+        .await
+        .expect("publish")
+        .await
+        .expect("confirm");
+    (connection, channel, warm_id)
+}
+
+/// Plain lapin: publisher confirms, mandatory, persistent, the relay's
+/// properties and headers; at most `window` confirms outstanding.
+pub async fn raw_lapin(
+    amqp_url: &str,
+    exchange: &str,
+    records: &[RawRecord],
+    window: usize,
+    broker_processes: &[&str],
+) -> RawRate {
+    let (connection, channel, _) = amqp_confirm_channel(amqp_url, exchange).await;
+    let ids: Vec<Uuid> = records.iter().map(|_| Uuid::now_v7()).collect();
+
+    let cpu_before = cpu::sample(std::process::id(), broker_processes);
+    let started = Instant::now();
+    let mut confirms = VecDeque::new();
+    let mut acknowledged = 0u64;
+    let mut check = |confirmation: lapin::Confirmation| {
+        assert!(
+            !confirmation.is_nack() && confirmation.take_message().is_none(),
+            "raw lapin: message nacked or returned"
+        );
+        acknowledged += 1;
+    };
+    for (record, event_id) in records.iter().zip(&ids) {
+        let confirm = channel
+            .basic_publish(
+                exchange.into(),
+                EVENT_TYPE.into(),
+                AMQP_PUBLISH,
+                record.payload.as_bytes(),
+                amqp_properties(event_id, &record.key),
+            )
+            .await
+            .expect("publish");
+        confirms.push_back(confirm);
+        if confirms.len() > window
+            && let Some(confirm) = confirms.pop_front()
+        {
+            check(confirm.await.expect("confirm"));
+        }
+    }
+    while let Some(confirm) = confirms.pop_front() {
+        check(confirm.await.expect("confirm"));
+    }
+    let elapsed = started.elapsed();
+    let spent = cpu_before.until(&cpu::sample(std::process::id(), broker_processes));
+    let _ = connection.close(200, "bye".into()).await;
+    RawRate {
+        rate: acknowledged as f64 / elapsed.as_secs_f64(),
+        acknowledged,
+        cpu: spent,
+    }
+}
