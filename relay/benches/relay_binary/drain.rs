@@ -16,7 +16,7 @@ use crate::keys::KeyDistribution;
 use crate::relay::RunningRelay;
 use crate::sampler::{Watched, sample_until};
 use crate::support::cpu::CpuSpent;
-use crate::writers::{Pace, write_backlog, write_steadily};
+use crate::writers::{Pace, Produced, write_backlog, write_steadily};
 use crate::{DRAIN_LIMIT, Settings, WRITERS};
 
 /// The share of the events between which the rate and CPU are measured:
@@ -68,36 +68,13 @@ pub(crate) struct DrainFigures {
 pub(crate) async fn drain(settings: &Settings, broker: Broker, spec: DrainSpec) -> DrainFigures {
     let database = BenchDatabase::create(WRITERS as u32 + 2).await;
     let target = broker.target(settings, "drain").await;
-    if spec.history_rows > 0 {
-        write_history(
-            &database,
-            target.name(),
-            spec.history_rows,
-            settings.payload_bytes,
-        )
-        .await;
-    }
-    let backlog_written_in = write_backlog(
-        &database.pool,
-        target.name(),
-        spec.distribution,
-        settings.events,
-        settings.payload_bytes,
-    )
-    .await;
-    if spec.analyze {
-        database.analyze().await;
-    }
-    let statistics = database.statistics().await;
+    let (backlog_written_in, statistics) =
+        write_events(settings, &database, target.name(), &spec).await;
 
     let profile_stop = CancellationToken::new();
-    let profiler = spec.profile.then(|| {
-        tokio::spawn(activity::profile(
-            database.url.clone(),
-            PROFILE_INTERVAL,
-            profile_stop.clone(),
-        ))
-    });
+    let profiler = spec
+        .profile
+        .then(|| start_profiler(&database.url, &profile_stop));
     let started = Instant::now();
     let relay =
         RunningRelay::start(&database.url, &broker.url(settings), &settings.log_filter).await;
@@ -105,24 +82,15 @@ pub(crate) async fn drain(settings: &Settings, broker: Broker, spec: DrainSpec) 
     let written = Arc::new(AtomicU64::new(0));
     let writers_stop = CancellationToken::new();
     let producers = spec.steady_rate.map(|rate| {
-        let pool = database.pool.clone();
-        let topic = target.name().to_owned();
-        let written = Arc::clone(&written);
-        let stop = writers_stop.clone();
-        let pace = Pace {
-            writers: WRITERS,
+        start_producers(
+            settings,
+            &database,
+            target.name(),
+            &spec,
             rate,
-            limit: u64::MAX,
-            distribution: spec.distribution,
-            payload_bytes: settings.payload_bytes,
-        };
-        tokio::spawn(async move {
-            write_steadily(&pool, &topic, pace, stop, move |_| {
-                written.fetch_add(1, Ordering::Relaxed);
-                async {}
-            })
-            .await
-        })
+            Arc::clone(&written),
+            writers_stop.clone(),
+        )
     });
     // Producers write while the relay drains the backlog; then the relay
     // catches up with what they wrote.
@@ -157,11 +125,7 @@ pub(crate) async fn drain(settings: &Settings, broker: Broker, spec: DrainSpec) 
         None => None,
     };
     let total = backlog + written.load(Ordering::Relaxed);
-    let mut last = series.last();
-    while (last.published as u64) < total {
-        tokio::time::sleep(settings.sample_interval).await;
-        last = relay.scrape().await;
-    }
+    let last = relay.wait_published(total, settings.sample_interval).await;
     profile_stop.cancel();
     let profile = match profiler {
         Some(task) => Some(task.await.expect("pg_stat_activity reader")),
@@ -169,10 +133,7 @@ pub(crate) async fn drain(settings: &Settings, broker: Broker, spec: DrainSpec) 
     };
     let first_publish = series.first_publish();
     let rate = series.rate_between(total, MEASURED_FROM, MEASURED_TO);
-    let whole_rate = match (series.crossing(1.0), series.crossing(total as f64)) {
-        (Some(first), Some(end)) if end > first => (total - 1) as f64 / (end - first).as_secs_f64(),
-        _ => f64::NAN,
-    };
+    let whole_rate = series.whole_rate(total);
     let (cpu, cpu_events) = series.cpu_between(total, MEASURED_FROM, MEASURED_TO);
     if settings.log_filter != "info" {
         println!("    relay log: {}", relay.log_path().display());
@@ -197,6 +158,69 @@ pub(crate) async fn drain(settings: &Settings, broker: Broker, spec: DrainSpec) 
         producer_rate,
         profile,
     }
+}
+
+/// Read `pg_stat_activity` of the database at `url` until `stop`.
+fn start_profiler(url: &str, stop: &CancellationToken) -> tokio::task::JoinHandle<Profile> {
+    tokio::spawn(activity::profile(
+        url.to_owned(),
+        PROFILE_INTERVAL,
+        stop.clone(),
+    ))
+}
+
+/// The case's events before the relay starts: the published history, if
+/// any, then the backlog, then `ANALYZE` if the case asks for it. Returns
+/// how long the backlog took and what the planner then knows.
+async fn write_events(
+    settings: &Settings,
+    database: &BenchDatabase,
+    topic: &str,
+    spec: &DrainSpec,
+) -> (Duration, Statistics) {
+    if spec.history_rows > 0 {
+        write_history(database, topic, spec.history_rows, settings.payload_bytes).await;
+    }
+    let backlog_written_in = write_backlog(
+        &database.pool,
+        topic,
+        spec.distribution,
+        settings.events,
+        settings.payload_bytes,
+    )
+    .await;
+    if spec.analyze {
+        database.analyze().await;
+    }
+    (backlog_written_in, database.statistics().await)
+}
+
+/// Steady producers at `rate` until `stop`, counting into `written`.
+fn start_producers(
+    settings: &Settings,
+    database: &BenchDatabase,
+    topic: &str,
+    spec: &DrainSpec,
+    rate: u64,
+    written: Arc<AtomicU64>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<Produced> {
+    let pool = database.pool.clone();
+    let topic = topic.to_owned();
+    let pace = Pace {
+        writers: WRITERS,
+        rate,
+        limit: u64::MAX,
+        distribution: spec.distribution,
+        payload_bytes: settings.payload_bytes,
+    };
+    tokio::spawn(async move {
+        write_steadily(&pool, &topic, pace, stop, move |_| {
+            written.fetch_add(1, Ordering::Relaxed);
+            async {}
+        })
+        .await
+    })
 }
 
 /// The lines a drain prints as it finishes.

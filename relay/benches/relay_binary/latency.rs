@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use rdkafka::producer::FutureRecord;
+use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::{Broker, Target};
@@ -93,107 +93,32 @@ pub(crate) async fn latency(
         },
         payload_bytes: settings.payload_bytes,
     };
-    let topic = target.name().to_owned();
-    let stop = CancellationToken::new();
-    // The direct producer's AMQP connection, and the Kafka producer of the
-    // relay route's warm-up: kept until every event arrived (dropping a
-    // Kafka client while the broker's metadata changes has crashed
-    // librdkafka here).
-    let mut amqp_connection = None;
-    let mut warm_producer = None;
-    let (produced, relay) = match (route, &target) {
+    let topic = target.name();
+    let (produced, held) = match (route, &target) {
         (Route::Relay, _) => {
-            let warm_id = match &target {
-                Target::Topic { .. } => {
-                    let producer = kafka_producer(&settings.kafka_brokers);
-                    let warm_id = warm_up_kafka(&producer, &topic).await;
-                    warm_producer = Some(producer);
-                    warm_id
-                }
-                Target::Exchange(_) => {
-                    let (connection, _, warm_id) =
-                        amqp_confirm_channel(&settings.amqp_url, &topic).await;
-                    let _ = connection.close(200, "bye".into()).await;
-                    warm_id
-                }
-            };
-            wait_for_arrival(&arrivals, &warm_id.to_string()).await;
-            let relay =
-                RunningRelay::start(&database.url, &broker.url(settings), &settings.log_filter)
-                    .await;
-            tokio::time::sleep(RELAY_SETTLE).await;
-            let produced = write_steadily(&database.pool, &topic, pace, stop, |_| async {}).await;
-            (produced, Some(relay))
+            through_relay(settings, broker, &database, topic, &arrivals, pace).await
         }
         (Route::Direct, Target::Topic { .. }) => {
-            let producer = kafka_producer(&settings.kafka_brokers);
-            let warm_id = warm_up_kafka(&producer, &topic).await;
-            wait_for_arrival(&arrivals, &warm_id.to_string()).await;
-            let send = move |event: Written| {
-                let producer = producer.clone();
-                let topic = topic.clone();
-                async move {
-                    let record = FutureRecord::to(&topic)
-                        .key(&event.aggregate_id)
-                        .payload(&event.payload)
-                        .headers(kafka_headers(&event.event_id, &event.aggregate_id));
-                    match producer.send_result(record) {
-                        Ok(delivery) => drop(tokio::spawn(async move {
-                            if !matches!(delivery.await, Ok(Ok(_))) {
-                                eprintln!("    ! direct Kafka delivery failed");
-                            }
-                        })),
-                        Err((error, _)) => eprintln!("    ! direct Kafka send failed: {error}"),
-                    }
-                }
-            };
-            let produced = write_steadily(&database.pool, target.name(), pace, stop, send).await;
-            (produced, None)
+            direct_kafka(settings, &database, topic, &arrivals, pace).await
         }
         (Route::Direct, Target::Exchange(_)) => {
-            let (connection, channel, warm_id) =
-                amqp_confirm_channel(&settings.amqp_url, &topic).await;
-            wait_for_arrival(&arrivals, &warm_id.to_string()).await;
-            let send = move |event: Written| {
-                let channel = channel.clone();
-                let exchange = topic.clone();
-                async move {
-                    let confirm = channel
-                        .basic_publish(
-                            exchange.as_str().into(),
-                            EVENT_TYPE.into(),
-                            AMQP_PUBLISH,
-                            event.payload.as_bytes(),
-                            amqp_properties(&event.event_id, &event.aggregate_id),
-                        )
-                        .await
-                        .expect("direct AMQP publish");
-                    tokio::spawn(async move {
-                        if confirm
-                            .await
-                            .map_or(true, |confirmation| confirmation.is_nack())
-                        {
-                            eprintln!("    ! direct AMQP publish not confirmed");
-                        }
-                    });
-                }
-            };
-            let produced = write_steadily(&database.pool, target.name(), pace, stop, send).await;
-            amqp_connection = Some(connection);
-            (produced, None)
+            direct_amqp(settings, &database, topic, &arrivals, pace).await
         }
     };
     let (latencies, missing) = collect(&produced, &arrivals).await;
-    if let Some(connection) = amqp_connection {
-        let _ = connection.close(200, "bye".into()).await;
-    }
-    if let Some(relay) = relay {
-        relay.stop();
+    match held {
+        Held::Relay(relay, warm_producer) => {
+            relay.stop();
+            drop(warm_producer);
+        }
+        Held::Kafka => {}
+        Held::Amqp(connection) => {
+            let _ = connection.close(200, "bye".into()).await;
+        }
     }
     // The consumer is gone before its topic is deleted.
     consumer.abort();
     let _ = consumer.await;
-    drop(warm_producer);
     target.remove().await;
     database.drop_database().await;
     LatencyFigures {
@@ -204,6 +129,122 @@ pub(crate) async fn latency(
         latencies,
         missing,
     }
+}
+
+/// What a route keeps open until every event has arrived: the relay (and
+/// the Kafka producer of its warm-up), or the direct producer's AMQP
+/// connection. Kafka clients are dropped only once the run is over:
+/// dropping one while the broker's metadata changes has crashed librdkafka
+/// here.
+enum Held {
+    Relay(RunningRelay, Option<FutureProducer>),
+    Kafka,
+    Amqp(lapin::Connection),
+}
+
+/// Start the relay once the consumer is live, let it go idle, then write.
+async fn through_relay(
+    settings: &Settings,
+    broker: Broker,
+    database: &BenchDatabase,
+    topic: &str,
+    arrivals: &Arrivals,
+    pace: Pace,
+) -> (Produced, Held) {
+    let (warm_id, warm_producer) = match broker {
+        Broker::Kafka => {
+            let producer = kafka_producer(&settings.kafka_brokers);
+            (warm_up_kafka(&producer, topic).await, Some(producer))
+        }
+        Broker::RabbitMq => {
+            let (connection, _, warm_id) = amqp_confirm_channel(&settings.amqp_url, topic).await;
+            let _ = connection.close(200, "bye".into()).await;
+            (warm_id, None)
+        }
+    };
+    wait_for_arrival(arrivals, &warm_id.to_string()).await;
+    let relay =
+        RunningRelay::start(&database.url, &broker.url(settings), &settings.log_filter).await;
+    tokio::time::sleep(RELAY_SETTLE).await;
+    let stop = CancellationToken::new();
+    let produced = write_steadily(&database.pool, topic, pace, stop, |_| async {}).await;
+    (produced, Held::Relay(relay, warm_producer))
+}
+
+/// Each writer sends its event to Kafka right after its commit.
+async fn direct_kafka(
+    settings: &Settings,
+    database: &BenchDatabase,
+    topic: &str,
+    arrivals: &Arrivals,
+    pace: Pace,
+) -> (Produced, Held) {
+    let producer = kafka_producer(&settings.kafka_brokers);
+    let warm_id = warm_up_kafka(&producer, topic).await;
+    wait_for_arrival(arrivals, &warm_id.to_string()).await;
+    let destination = topic.to_owned();
+    let send = move |event: Written| {
+        let producer = producer.clone();
+        let topic = destination.clone();
+        async move {
+            let record = FutureRecord::to(&topic)
+                .key(&event.aggregate_id)
+                .payload(&event.payload)
+                .headers(kafka_headers(&event.event_id, &event.aggregate_id));
+            match producer.send_result(record) {
+                Ok(delivery) => drop(tokio::spawn(async move {
+                    if !matches!(delivery.await, Ok(Ok(_))) {
+                        eprintln!("    ! direct Kafka delivery failed");
+                    }
+                })),
+                Err((error, _)) => eprintln!("    ! direct Kafka send failed: {error}"),
+            }
+        }
+    };
+    let stop = CancellationToken::new();
+    let produced = write_steadily(&database.pool, topic, pace, stop, send).await;
+    (produced, Held::Kafka)
+}
+
+/// Each writer publishes its event to RabbitMQ (confirms awaited in the
+/// background) right after its commit.
+async fn direct_amqp(
+    settings: &Settings,
+    database: &BenchDatabase,
+    exchange: &str,
+    arrivals: &Arrivals,
+    pace: Pace,
+) -> (Produced, Held) {
+    let (connection, channel, warm_id) = amqp_confirm_channel(&settings.amqp_url, exchange).await;
+    wait_for_arrival(arrivals, &warm_id.to_string()).await;
+    let destination = exchange.to_owned();
+    let send = move |event: Written| {
+        let channel = channel.clone();
+        let exchange = destination.clone();
+        async move {
+            let confirm = channel
+                .basic_publish(
+                    exchange.as_str().into(),
+                    EVENT_TYPE.into(),
+                    AMQP_PUBLISH,
+                    event.payload.as_bytes(),
+                    amqp_properties(&event.event_id, &event.aggregate_id),
+                )
+                .await
+                .expect("direct AMQP publish");
+            tokio::spawn(async move {
+                if confirm
+                    .await
+                    .map_or(true, |confirmation| confirmation.is_nack())
+                {
+                    eprintln!("    ! direct AMQP publish not confirmed");
+                }
+            });
+        }
+    };
+    let stop = CancellationToken::new();
+    let produced = write_steadily(&database.pool, exchange, pace, stop, send).await;
+    (produced, Held::Amqp(connection))
 }
 
 /// Wait for every committed event to arrive (at most `ARRIVAL_LIMIT`);

@@ -88,6 +88,18 @@ impl RunningRelay {
         }
     }
 
+    /// Read `/metrics` every `interval` until `total` events are published;
+    /// returns the last reading.
+    pub(crate) async fn wait_published(&self, total: u64, interval: Duration) -> Scrape {
+        loop {
+            let scrape = self.scrape().await;
+            if scrape.published as u64 >= total {
+                return scrape;
+            }
+            tokio::time::sleep(interval).await;
+        }
+    }
+
     /// SIGTERM, and wait for the exit; returns the relay's log.
     pub(crate) fn stop(mut self) -> String {
         self.process.signal("TERM");

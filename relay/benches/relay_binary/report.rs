@@ -88,6 +88,24 @@ pub(crate) fn print_summary(
         print_drains(brokers, history);
     }
 
+    let ratios = ratios(brokers, history);
+    if !ratios.is_empty() {
+        println!();
+        println!("| ratio (one run) | value | target |");
+        println!("|---|---|---|");
+        for ratio in ratios {
+            println!("{}", ratio.line());
+        }
+    }
+
+    if !history.is_empty() {
+        print_history(history);
+    }
+    print_latencies(latencies);
+}
+
+/// The ratios of the run, each within the run, with their targets.
+fn ratios(brokers: &[BrokerResults], history: &[(u64, DrainFigures)]) -> Vec<Ratio> {
     let mut ratios = Vec::new();
     for results in brokers {
         let path = results.broker.path();
@@ -169,37 +187,29 @@ pub(crate) fn print_summary(
             }));
         }
     }
-    let ratios: Vec<Ratio> = ratios.into_iter().flatten().collect();
-    if !ratios.is_empty() {
-        println!();
-        println!("| ratio (one run) | value | target |");
-        println!("|---|---|---|");
-        for ratio in ratios {
-            println!("{}", ratio.line());
-        }
-    }
+    ratios.into_iter().flatten().collect()
+}
 
-    if !history.is_empty() {
-        println!();
+/// Fetch and mark cost against the table's size.
+fn print_history(history: &[(u64, DrainFigures)]) {
+    println!();
+    println!(
+        "| published rows in the table | drain events/s | fetch µs/event | mark µs/event | PostgreSQL CPU µs/event |"
+    );
+    println!("|---|---|---|---|---|");
+    for (rows, figures) in history {
+        let (fetch, mark) = figures
+            .profile
+            .as_ref()
+            .map_or((f64::NAN, f64::NAN), |profile| {
+                profile.fetch_and_mark_per_event(figures.published)
+            });
         println!(
-            "| published rows in the table | drain events/s | fetch µs/event | mark µs/event | PostgreSQL CPU µs/event |"
+            "| {rows} | {:.0} | {fetch:.1} | {mark:.1} | {:.1} |",
+            figures.rate,
+            figures.cpu.postgres * 1e6 / figures.cpu_events.max(1) as f64
         );
-        println!("|---|---|---|---|---|");
-        for (rows, figures) in history {
-            let (fetch, mark) = figures
-                .profile
-                .as_ref()
-                .map_or((f64::NAN, f64::NAN), |profile| {
-                    profile.fetch_and_mark_per_event(figures.published)
-                });
-            println!(
-                "| {rows} | {:.0} | {fetch:.1} | {mark:.1} | {:.1} |",
-                figures.rate,
-                figures.cpu.postgres * 1e6 / figures.cpu_events.max(1) as f64
-            );
-        }
     }
-    print_latencies(latencies);
 }
 
 /// The drains' table: raw clients, every case, the history sizes.

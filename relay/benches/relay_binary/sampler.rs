@@ -102,6 +102,16 @@ impl Series {
         }
     }
 
+    /// Events/s from the first published event to the last of `total`.
+    pub(crate) fn whole_rate(&self, total: u64) -> f64 {
+        match (self.crossing(1.0), self.crossing(total as f64)) {
+            (Some(first), Some(end)) if end > first => {
+                (total - 1) as f64 / (end - first).as_secs_f64()
+            }
+            _ => f64::NAN,
+        }
+    }
+
     /// From the relay's start to its first published event.
     pub(crate) fn first_publish(&self) -> Duration {
         self.crossing(1.0)
@@ -126,13 +136,5 @@ impl Series {
             a.cpu.until(&b.cpu),
             (b.scrape.published - a.scrape.published) as u64,
         )
-    }
-
-    /// The last reading.
-    pub(crate) fn last(&self) -> Scrape {
-        self.readings
-            .last()
-            .map(|reading| reading.scrape)
-            .unwrap_or_default()
     }
 }
