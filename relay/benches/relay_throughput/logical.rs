@@ -19,10 +19,11 @@ use outbox_testkit::{ReplicationSlotGuard, unique_slot_name};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::{enqueue_all, unique_name};
+use crate::events::enqueue_all;
+use crate::support::events::unique_name;
+use crate::support::targets::amqp_target;
 use crate::targets::{
-    amqp_target, create_database, create_topic, delete_topic, kafka_publisher, rabbitmq_publisher,
-    warm_up,
+    create_database, create_topic, delete_topic, kafka_publisher, rabbitmq_publisher, warm_up,
 };
 use crate::{DRAIN_TIMEOUT, Settings};
 
