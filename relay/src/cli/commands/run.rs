@@ -38,15 +38,9 @@ pub(super) async fn run(
         None => None,
     };
     let publisher: Arc<dyn Publisher> = build_publisher(&broker_url, &config).await?;
-    let store: Arc<dyn OutboxStore> = match &logical {
+    let store = match &logical {
         Some((postgres, _)) => Arc::clone(postgres) as Arc<dyn OutboxStore>,
-        None => {
-            let store = open_store(&database_url).await?;
-            if !skip_migrate {
-                store.migrate().await?;
-            }
-            store
-        }
+        None => open_polling_store(&database_url, skip_migrate).await?,
     };
     let metrics = Arc::new(RelayMetrics::new());
     let health = Arc::new(PublishHealth::new(config.effective_handover_after()));
@@ -81,39 +75,96 @@ pub(super) async fn run(
         .with_metrics(Arc::clone(&metrics))
         .with_publish_health(health);
     let relay = match logical {
-        Some((postgres, source)) => {
-            source.watch_commits(wakeup, stop.clone());
-            // Ends with the HTTP endpoint, on every way out of this function.
-            tokio::spawn(logical::report_slot(
-                postgres.pool().clone(),
-                source.slot().clone(),
-                Arc::clone(&source),
+        Some(logical) => {
+            let tasks = StreamTasks {
                 metrics,
-                http_stop.child_token(),
-            ));
-            if let Some(retention) = logical_retention {
-                tokio::spawn(logical::run_logical_retention(
-                    postgres.pool().clone(),
-                    Arc::clone(&store) as Arc<dyn OperatorStore>,
-                    source.slot().clone(),
-                    retention,
-                    http_stop.child_token(),
-                ));
-            }
-            relay
-                .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>)
-                .with_lease_store(source as Arc<dyn LeaseStore>)
+                retention: logical_retention,
+                stop: http_stop.child_token(),
+            };
+            attach_logical_source(relay, logical, &store, tasks, wakeup, stop.clone())
         }
         None => {
             store.watch_commits(wakeup, stop.clone());
             relay
         }
     };
-    let mut relay_task = tokio::spawn(relay.run(stop.clone()));
+    let relay_task = tokio::spawn(relay.run(stop.clone()));
+    supervise(
+        relay_task,
+        stop,
+        http_task,
+        http_stop,
+        config.shutdown_timeout,
+    )
+    .await
+}
 
+/// The store of the polling source, migrated unless `skip_migrate`.
+async fn open_polling_store(
+    database_url: &DatabaseUrl,
+    skip_migrate: bool,
+) -> Result<Arc<dyn OutboxStore>, Error> {
+    let store = open_store(database_url).await?;
+    if !skip_migrate {
+        store.migrate().await?;
+    }
+    Ok(store)
+}
+
+/// What runs beside a relay on the logical source: the slot's report to
+/// `/metrics` and, when retention is on, its own retention; both end with
+/// `stop`.
+struct StreamTasks {
+    metrics: Arc<RelayMetrics>,
+    retention: Option<RetentionSettings>,
+    stop: CancellationToken,
+}
+
+/// Put the logical source behind `relay`: it supplies the events and the
+/// stream's lease, watches commits, and its slot report and retention run
+/// beside it.
+fn attach_logical_source(
+    relay: Relay,
+    (postgres, source): (Arc<PostgresStore>, Arc<LogicalSource>),
+    store: &Arc<dyn OutboxStore>,
+    tasks: StreamTasks,
+    wakeup: Wakeup,
+    stop: CancellationToken,
+) -> Relay {
+    source.watch_commits(wakeup, stop);
+    tokio::spawn(logical::report_slot(
+        postgres.pool().clone(),
+        source.slot().clone(),
+        Arc::clone(&source),
+        tasks.metrics,
+        tasks.stop.clone(),
+    ));
+    if let Some(retention) = tasks.retention {
+        tokio::spawn(logical::run_logical_retention(
+            postgres.pool().clone(),
+            Arc::clone(store) as Arc<dyn OperatorStore>,
+            source.slot().clone(),
+            retention,
+            tasks.stop,
+        ));
+    }
+    relay
+        .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>)
+        .with_lease_store(source as Arc<dyn LeaseStore>)
+}
+
+/// Wait for a stop signal (or the relay ending on its own, which it does
+/// only when it cannot start), then stop the relay within
+/// `shutdown_timeout` and the HTTP endpoint after it.
+async fn supervise(
+    mut relay_task: tokio::task::JoinHandle<Result<crate::DispatchTotals, Error>>,
+    stop: CancellationToken,
+    http_task: tokio::task::JoinHandle<()>,
+    http_stop: CancellationToken,
+    shutdown_timeout: std::time::Duration,
+) -> Result<(), Error> {
     tokio::select! {
         signalled = wait_for_signal() => signalled?,
-        // The relay ends on its own only when it cannot start.
         ended = &mut relay_task => {
             http_stop.cancel();
             stop_http_endpoint(http_task).await;
@@ -125,7 +176,7 @@ pub(super) async fn run(
     }
     tracing::info!("stop requested; finishing the batch in flight");
     stop.cancel();
-    let stopped = tokio::time::timeout(config.shutdown_timeout, relay_task).await;
+    let stopped = tokio::time::timeout(shutdown_timeout, relay_task).await;
     http_stop.cancel();
     stop_http_endpoint(http_task).await;
     match stopped {
@@ -135,12 +186,12 @@ pub(super) async fn run(
         ))),
         Err(_) => {
             tracing::warn!(
-                timeout_ms = config.shutdown_timeout.as_millis() as u64,
+                timeout_ms = shutdown_timeout.as_millis() as u64,
                 "graceful stop timed out; leases expire on their own"
             );
             Err(Error::Shutdown(format!(
                 "graceful stop did not finish within {} ms",
-                config.shutdown_timeout.as_millis()
+                shutdown_timeout.as_millis()
             )))
         }
     }
