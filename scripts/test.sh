@@ -379,6 +379,7 @@ for package in outbox outbox-inbox outbox-relay; do
     log "cargo clippy -p $package --lib -- -D warnings (default features)"
     cargo clippy -p "$package" --lib -- -D warnings
 done
-log "cargo test --workspace ${CARGO_TEST_ARGS[*]}"
-cargo test --workspace "${CARGO_TEST_ARGS[@]}"
+# Every test binary runs, so one failure does not hide the others.
+log "cargo test --workspace --no-fail-fast ${CARGO_TEST_ARGS[*]}"
+cargo test --workspace --no-fail-fast "${CARGO_TEST_ARGS[@]}"
 log "all checks passed"
