@@ -2,16 +2,18 @@
 //! 127.0.0.1:9092 by default; `OUTBOX_TEST_KAFKA_BROKERS` overrides).
 //! Start it with `scripts/test.sh --services-only`.
 
-use std::collections::{BTreeMap, HashMap};
+mod support;
+
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use chrono::{SubsecRound, Utc};
 use outbox_relay::OutboundEvent;
 use outbox_relay::publish::{KafkaPublisher, KafkaPublisherConfig, PublishFailure, Publisher};
 use outbox_testkit::{kafka, unique_name};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
+use support::outbound::outbound_event;
 use uuid::Uuid;
 
 /// Partition count of `topic`, or `None` when the broker does not know it.
@@ -36,32 +38,12 @@ fn partition_count(brokers: &str, topic: &str) -> Option<usize> {
     Some(entry.partitions().len())
 }
 
+/// Event `sequence` of `aggregate_id` for `topic`, always of type
+/// `order.updated`.
 fn event(topic: &str, aggregate_id: &str, sequence: usize) -> OutboundEvent {
-    let mut headers = BTreeMap::new();
-    if sequence.is_multiple_of(2) {
-        headers.insert(
-            "traceparent".to_owned(),
-            format!("00-{:032x}-{:016x}-01", sequence + 1, sequence + 1),
-        );
-    }
-    if sequence.is_multiple_of(4) {
-        headers.insert("tracestate".to_owned(), format!("vendor=v{sequence}"));
-    }
-    headers.insert("tenant".to_owned(), "acme".to_owned());
     OutboundEvent {
-        id: i64::try_from(sequence).expect("small sequence") + 1,
-        event_id: Uuid::now_v7(),
         event_type: "order.updated".to_owned(),
-        event_version: 3,
-        source: "/orders".to_owned(),
-        aggregate_type: "order".to_owned(),
-        aggregate_id: aggregate_id.to_owned(),
-        topic: topic.to_owned(),
-        payload: format!(r#"{{"aggregate":"{aggregate_id}","sequence":{sequence}}}"#),
-        headers,
-        created_at: Utc::now().trunc_subsecs(6),
-        attempts: 0,
-        replay: false,
+        ..outbound_event(topic, aggregate_id, sequence)
     }
 }
 

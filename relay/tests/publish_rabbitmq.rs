@@ -2,10 +2,11 @@
 //! guest/guest by default; `OUTBOX_TEST_AMQP_URL` overrides). Start it with
 //! `scripts/test.sh --services-only`.
 
-use std::collections::{BTreeMap, HashMap};
+mod support;
+
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use chrono::{SubsecRound, Utc};
 use futures::StreamExt;
 use lapin::message::Delivery;
 use lapin::options::{
@@ -20,6 +21,7 @@ use outbox_relay::publish::{
     PublishFailure, Publisher, RabbitMqPublisher, RabbitMqPublisherConfig,
 };
 use outbox_testkit::{TcpProxy, rabbitmq};
+use support::outbound::outbound_event;
 use uuid::Uuid;
 
 /// An exchange with one queue bound to it, both unique to the test.
@@ -127,32 +129,13 @@ impl Fixture {
     }
 }
 
+/// Event `sequence` of `aggregate_id` for `exchange`, of `event_type`,
+/// version 2.
 fn event(exchange: &str, event_type: &str, aggregate_id: &str, sequence: usize) -> OutboundEvent {
-    let mut headers = BTreeMap::new();
-    if sequence.is_multiple_of(2) {
-        headers.insert(
-            "traceparent".to_owned(),
-            format!("00-{:032x}-{:016x}-01", sequence + 1, sequence + 1),
-        );
-    }
-    if sequence.is_multiple_of(4) {
-        headers.insert("tracestate".to_owned(), format!("vendor=v{sequence}"));
-    }
-    headers.insert("tenant".to_owned(), "acme".to_owned());
     OutboundEvent {
-        id: i64::try_from(sequence).expect("small sequence") + 1,
-        event_id: Uuid::now_v7(),
         event_type: event_type.to_owned(),
         event_version: 2,
-        source: "/orders".to_owned(),
-        aggregate_type: "order".to_owned(),
-        aggregate_id: aggregate_id.to_owned(),
-        topic: exchange.to_owned(),
-        payload: format!(r#"{{"aggregate":"{aggregate_id}","sequence":{sequence}}}"#),
-        headers,
-        created_at: Utc::now().trunc_subsecs(6),
-        attempts: 0,
-        replay: false,
+        ..outbound_event(exchange, aggregate_id, sequence)
     }
 }
 

@@ -16,13 +16,13 @@
 mod kafka;
 mod rabbitmq;
 mod stdout;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use chrono::{SubsecRound, Utc};
 use outbox_relay::OutboundEvent;
 use outbox_relay::publish::{PublishFailure, Publisher};
-use uuid::Uuid;
 
 /// One message as the test read it back, whatever the transport.
 pub(crate) struct Delivered<Raw> {
@@ -65,39 +65,10 @@ pub(crate) trait Target: Sized {
     async fn remove(self);
 }
 
-/// Event `sequence` of `aggregate_id` for `topic`, with trace context on
-/// some events and a custom header on all.
+/// Event `sequence` of `aggregate_id` for `topic`
+/// ([`support::outbound::outbound_event`]).
 pub(crate) fn event(topic: &str, aggregate_id: &str, sequence: usize) -> OutboundEvent {
-    let mut headers = BTreeMap::new();
-    if sequence.is_multiple_of(2) {
-        headers.insert(
-            "traceparent".to_owned(),
-            format!("00-{:032x}-{:016x}-01", sequence + 1, sequence + 1),
-        );
-    }
-    if sequence.is_multiple_of(4) {
-        headers.insert("tracestate".to_owned(), format!("vendor=v{sequence}"));
-    }
-    headers.insert("tenant".to_owned(), "acme".to_owned());
-    OutboundEvent {
-        id: i64::try_from(sequence).expect("small sequence") + 1,
-        event_id: Uuid::now_v7(),
-        event_type: if sequence.is_multiple_of(3) {
-            "order.created".to_owned()
-        } else {
-            "order.updated".to_owned()
-        },
-        event_version: 3,
-        source: "/orders".to_owned(),
-        aggregate_type: "order".to_owned(),
-        aggregate_id: aggregate_id.to_owned(),
-        topic: topic.to_owned(),
-        payload: format!(r#"{{"aggregate":"{aggregate_id}","sequence":{sequence}}}"#),
-        headers,
-        created_at: Utc::now().trunc_subsecs(6),
-        attempts: 0,
-        replay: false,
-    }
+    support::outbound::outbound_event(topic, aggregate_id, sequence)
 }
 
 /// The attributes `event` must arrive with (`time` is checked apart).

@@ -7,6 +7,7 @@
 
 pub mod dialect;
 pub mod http;
+pub mod outbound;
 pub mod process;
 pub mod service_control;
 pub mod workload;
