@@ -23,6 +23,7 @@ mod postgres;
 pub(crate) mod rows;
 mod sql_store;
 mod sqlite;
+mod tcp_nodelay;
 mod types;
 
 use std::sync::Arc;

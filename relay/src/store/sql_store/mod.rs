@@ -136,9 +136,15 @@ impl<D: Dialect> SqlStore<D> {
     /// [`Error::Database`] when the database cannot be reached.
     pub async fn connect(url: &str) -> Result<Self, Error> {
         let options = D::connect_options(url).map_err(|error| super::invalid_url(url, error))?;
+        let addresses = super::tcp_nodelay::database_addresses(url).await;
         let pool = PoolOptions::<D::Database>::new()
             .max_connections(POOL_SIZE)
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            // sqlx sets no TCP_NODELAY: see `store/tcp_nodelay.rs`.
+            .after_connect(move |_, _| {
+                super::tcp_nodelay::set_on_sockets_to(&addresses);
+                Box::pin(std::future::ready(Ok(())))
+            })
             .connect_with(options)
             .await?;
         Ok(SqlStore::new(pool))
