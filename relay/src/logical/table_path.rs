@@ -26,6 +26,12 @@ use crate::store::rows::claimed_from_row;
 use crate::store::{ClaimedEvent, FailedAttempt};
 
 const PARKED_AGGREGATES: &str = include_str!("sql/parked_aggregates.sql");
+/// Run before [`PARKED_AGGREGATES`], in its transaction: read the small
+/// partial index, never the table. Without statistics (a table written in
+/// a burst, before autovacuum analyzes it) the planner takes the index for
+/// as large as the table and scans every row instead, on every fetch: 16 ms
+/// at 100,000 rows.
+const PARKED_AGGREGATES_SETTINGS: &str = "SET LOCAL enable_seqscan = off";
 const FETCH_TABLE_OWNED: &str = include_str!("sql/fetch_table_owned.sql");
 const HOLD_EVENTS: &str = include_str!("sql/hold_events.sql");
 const MARK_TABLE_OWNED_PUBLISHED: &str = include_str!("sql/mark_table_owned_published.sql");
@@ -46,10 +52,15 @@ pub(crate) async fn parked_aggregates(
     pool: &PgPool,
     hold_dead: bool,
 ) -> Result<HashSet<AggregateKey>, Error> {
+    let mut transaction = pool.begin().await?;
+    sqlx::query(PARKED_AGGREGATES_SETTINGS)
+        .execute(&mut *transaction)
+        .await?;
     let rows = sqlx::query(PARKED_AGGREGATES)
         .bind(hold_dead)
-        .fetch_all(pool)
+        .fetch_all(&mut *transaction)
         .await?;
+    transaction.commit().await?;
     rows.iter()
         .map(|row| {
             Ok((
