@@ -5,13 +5,16 @@
 use outbox_testkit::TestDatabase;
 
 use crate::relay::migrate;
-use crate::sql::{ANALYZE, COUNT_PUBLISHED, DISABLE_AUTOVACUUM, TABLE_STATISTICS};
+use crate::source::{EventSource, SourceKind};
+use crate::sql::{ANALYZE, COUNT_PUBLISHED, DISABLE_AUTOVACUUM, ROWS_CHANGED, TABLE_STATISTICS};
 
 pub(crate) struct BenchDatabase {
     pub(crate) url: String,
     /// The database's name, for the CPU of its backends.
     pub(crate) name: String,
     pub(crate) pool: sqlx::PgPool,
+    /// How the relay reads it; a logical source has a slot of its own.
+    pub(crate) source: EventSource,
     database: TestDatabase<sqlx::Postgres>,
 }
 
@@ -24,12 +27,14 @@ pub(crate) struct Statistics {
 }
 
 impl BenchDatabase {
-    /// A fresh, migrated database and a pool of `connections`.
-    pub(crate) async fn create(connections: u32) -> BenchDatabase {
+    /// A fresh database, migrated for `source`, and a pool of
+    /// `connections`.
+    pub(crate) async fn create(connections: u32, source: SourceKind) -> BenchDatabase {
         let database = outbox_testkit::postgres().await;
         database.pool().close().await;
         let url = database.url().to_owned();
-        migrate(&url);
+        let source = EventSource::new(source);
+        migrate(&url, &source);
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(connections)
             .connect(&url)
@@ -49,6 +54,7 @@ impl BenchDatabase {
             url,
             name,
             pool,
+            source,
             database,
         }
     }
@@ -76,6 +82,16 @@ impl BenchDatabase {
             .fetch_one(&self.pool)
             .await
             .expect("count published");
+        count as u64
+    }
+
+    /// Rows of `outbox_events` updated or deleted so far, as the server's
+    /// statistics say; a session's counts arrive when it ends or idles.
+    pub(crate) async fn rows_changed(&self) -> u64 {
+        let count: i64 = sqlx::query_scalar(ROWS_CHANGED)
+            .fetch_one(&self.pool)
+            .await
+            .expect("read the table's row counts");
         count as u64
     }
 

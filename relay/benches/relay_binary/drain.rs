@@ -15,6 +15,7 @@ use crate::history::write_history;
 use crate::keys::KeyDistribution;
 use crate::relay::RunningRelay;
 use crate::sampler::{Watched, sample_until};
+use crate::source::SourceKind;
 use crate::support::cpu::CpuSpent;
 use crate::writers::{Pace, Produced, write_backlog, write_steadily};
 use crate::{DRAIN_LIMIT, Settings, WRITERS};
@@ -40,6 +41,8 @@ pub(crate) struct DrainSpec {
     pub(crate) history_rows: u64,
     /// Read `pg_stat_activity` during the drain.
     pub(crate) profile: bool,
+    /// How the relay reads the outbox.
+    pub(crate) source: SourceKind,
 }
 
 /// What a drain case measured.
@@ -63,21 +66,24 @@ pub(crate) struct DrainFigures {
     /// Events/s the steady producers committed.
     pub(crate) producer_rate: Option<f64>,
     pub(crate) profile: Option<Profile>,
+    /// Rows of `outbox_events` the relay updated or deleted, per published
+    /// event.
+    pub(crate) rows_written_per_event: f64,
 }
 
 pub(crate) async fn drain(settings: &Settings, broker: Broker, spec: DrainSpec) -> DrainFigures {
-    let database = BenchDatabase::create(WRITERS as u32 + 2).await;
+    let database = BenchDatabase::create(WRITERS as u32 + 2, spec.source).await;
     let target = broker.target(settings, "drain").await;
     let (backlog_written_in, statistics) =
         write_events(settings, &database, target.name(), &spec).await;
+    let rows_changed_before = database.rows_changed().await;
 
     let profile_stop = CancellationToken::new();
     let profiler = spec
         .profile
         .then(|| start_profiler(&database.url, &profile_stop));
     let started = Instant::now();
-    let relay =
-        RunningRelay::start(&database.url, &broker.url(settings), &settings.log_filter).await;
+    let relay = RunningRelay::start(&database, &broker.url(settings), &settings.log_filter).await;
 
     let written = Arc::new(AtomicU64::new(0));
     let writers_stop = CancellationToken::new();
@@ -139,8 +145,14 @@ pub(crate) async fn drain(settings: &Settings, broker: Broker, spec: DrainSpec) 
         println!("    relay log: {}", relay.log_path().display());
     }
     relay.stop();
-    let published = database.published().await - spec.history_rows;
-    assert_eq!(published, total, "published rows after the drain");
+    // The relay's sessions have ended, so their row counts have arrived.
+    let rows_written = database.rows_changed().await - rows_changed_before;
+    let published = match spec.source {
+        SourceKind::Poll => database.published().await - spec.history_rows,
+        // The logical source writes no state: its counter is the figure.
+        SourceKind::Logical => last.published as u64,
+    };
+    assert_eq!(published, total, "published events after the drain");
     target.remove().await;
     database.drop_database().await;
     DrainFigures {
@@ -157,6 +169,7 @@ pub(crate) async fn drain(settings: &Settings, broker: Broker, spec: DrainSpec) 
         batches: last.batches,
         producer_rate,
         profile,
+        rows_written_per_event: rows_written as f64 / published.max(1) as f64,
     }
 }
 
@@ -245,8 +258,8 @@ pub(crate) fn print_drain(figures: &DrainFigures) {
         println!("    steady producers committed {rate:.0} events/s");
     }
     println!(
-        "    {} batches, batch publish mean {:.1} ms (outbox_relay_batch_publish_seconds)",
-        figures.batches, figures.batch_publish_ms
+        "    {} batches, batch publish mean {:.1} ms (outbox_relay_batch_publish_seconds); {:.2} outbox rows written by the relay per event",
+        figures.batches, figures.batch_publish_ms, figures.rows_written_per_event
     );
     println!(
         "    {}",

@@ -9,6 +9,7 @@ use crate::broker::Broker;
 use crate::database::BenchDatabase;
 use crate::drain::{DrainFigures, DrainSpec, drain, print_drain};
 use crate::keys::KeyDistribution;
+use crate::source::SourceKind;
 use crate::sql::{INSERT_PUBLISHED_HISTORY, VACUUM_ANALYZE};
 use crate::{Settings, UNIFORM_AGGREGATES};
 
@@ -62,6 +63,7 @@ pub(crate) async fn history_sizes(settings: &Settings) -> Vec<(u64, DrainFigures
             steady_rate: None,
             history_rows: rows,
             profile: true,
+            source: SourceKind::Poll,
         };
         let figures = drain(settings, Broker::Kafka, spec).await;
         print_drain(&figures);

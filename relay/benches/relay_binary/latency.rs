@@ -14,6 +14,7 @@ use crate::broker::{Broker, Target};
 use crate::database::BenchDatabase;
 use crate::keys::KeyDistribution;
 use crate::relay::RunningRelay;
+use crate::source::SourceKind;
 use crate::support::consumers::Arrivals;
 use crate::support::events::EVENT_TYPE;
 use crate::support::raw::{
@@ -32,8 +33,10 @@ const RELAY_SETTLE: Duration = Duration::from_secs(2);
 /// How events reach the broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Route {
-    /// The relay binary publishes them.
+    /// The relay binary publishes them, polling the table.
     Relay,
+    /// The relay binary publishes them, reading the WAL.
+    Logical,
     /// The producer publishes each right after its commit.
     Direct,
 }
@@ -81,7 +84,11 @@ pub(crate) async fn latency(
     route: Route,
     rate: u64,
 ) -> LatencyFigures {
-    let database = BenchDatabase::create(WRITERS as u32 + 2).await;
+    let source = match route {
+        Route::Logical => SourceKind::Logical,
+        Route::Relay | Route::Direct => SourceKind::Poll,
+    };
+    let database = BenchDatabase::create(WRITERS as u32 + 2, source).await;
     let target = broker.target(settings, "latency").await;
     let (arrivals, consumer) = broker.consumer(settings, &target).await;
     let pace = Pace {
@@ -95,7 +102,7 @@ pub(crate) async fn latency(
     };
     let topic = target.name();
     let (produced, held) = match (route, &target) {
-        (Route::Relay, _) => {
+        (Route::Relay | Route::Logical, _) => {
             through_relay(settings, broker, &database, topic, &arrivals, pace).await
         }
         (Route::Direct, Target::Topic { .. }) => {
@@ -163,8 +170,7 @@ async fn through_relay(
         }
     };
     wait_for_arrival(arrivals, &warm_id.to_string()).await;
-    let relay =
-        RunningRelay::start(&database.url, &broker.url(settings), &settings.log_filter).await;
+    let relay = RunningRelay::start(database, &broker.url(settings), &settings.log_filter).await;
     tokio::time::sleep(RELAY_SETTLE).await;
     let stop = CancellationToken::new();
     let produced = write_steadily(&database.pool, topic, pace, stop, |_| async {}).await;

@@ -16,8 +16,11 @@
 //!   `one`: 1 aggregate.
 //! - `steady`: the uniform backlog while 8 writers commit 5,000 events/s,
 //!   one per transaction.
-//! - `latency`: commit → consumer at `--latency-rates` (500,5000), through
-//!   the relay and through a direct producer.
+//! - `logical` and `logical-steady`: `uniform` and `steady` with the relay
+//!   reading the WAL (`--source logical`), beside the polling ones.
+//! - `latency`: commit → consumer at `--latency-rates` (500,1000,5000),
+//!   through the relay (polling, and reading the WAL) and through a direct
+//!   producer.
 //! - `history`: fetch and mark cost with `--sizes` published rows already in
 //!   the table (10,000, 1,000,000 and 10,000,000), Kafka only.
 //!
@@ -45,6 +48,7 @@ mod latency;
 mod relay;
 mod report;
 mod sampler;
+mod source;
 mod sql;
 #[path = "../support/mod.rs"]
 mod support;
@@ -57,6 +61,7 @@ use crate::drain::{DrainSpec, drain, print_drain};
 use crate::keys::{KeyDistribution, Keys};
 use crate::latency::{Route, latency};
 use crate::report::{BrokerResults, print_summary};
+use crate::source::SourceKind;
 use crate::support::consumers::percentiles;
 use crate::support::events::payload;
 use crate::support::raw::RawRecord;
@@ -69,7 +74,16 @@ const UNIFORM_AGGREGATES: u64 = 1000;
 const DRAIN_LIMIT: Duration = Duration::from_secs(1800);
 /// Every case, in the order they run.
 const CASES: &[&str] = &[
-    "uniform", "analyzed", "zipf", "five", "one", "steady", "latency", "history",
+    "uniform",
+    "analyzed",
+    "zipf",
+    "five",
+    "one",
+    "steady",
+    "logical",
+    "logical-steady",
+    "latency",
+    "history",
 ];
 
 #[derive(Debug, Clone)]
@@ -130,7 +144,7 @@ impl Settings {
                 .iter()
                 .map(|size| number(size))
                 .collect(),
-            latency_rates: list("--latency-rates", "500,5000")
+            latency_rates: list("--latency-rates", "500,1000,5000")
                 .iter()
                 .map(|rate| number(rate))
                 .collect(),
@@ -156,14 +170,19 @@ fn drain_specs(settings: &Settings) -> Vec<(&'static str, DrainSpec)> {
     let uniform = KeyDistribution::Uniform {
         aggregates: UNIFORM_AGGREGATES,
     };
-    let spec = |label: &str, distribution, analyze, steady_rate| DrainSpec {
+    let spec_from = |label: &str, distribution, analyze, steady_rate, source| DrainSpec {
         label: label.to_owned(),
         distribution,
         analyze,
         steady_rate,
         history_rows: 0,
         profile: settings.profile,
+        source,
     };
+    let spec = |label: &str, distribution, analyze, steady_rate| {
+        spec_from(label, distribution, analyze, steady_rate, SourceKind::Poll)
+    };
+    let steady_label = format!("uniform, with 8 writers at {}/s", settings.steady_rate);
     let zipf = KeyDistribution::Zipf {
         aggregates: 10_000,
         exponent: 1.1,
@@ -208,11 +227,26 @@ fn drain_specs(settings: &Settings) -> Vec<(&'static str, DrainSpec)> {
         ),
         (
             "steady",
-            spec(
-                &format!("uniform, with 8 writers at {}/s", settings.steady_rate),
+            spec(&steady_label, uniform, false, Some(settings.steady_rate)),
+        ),
+        (
+            "logical",
+            spec_from(
+                "logical source: uniform, 1,000 aggregates",
+                uniform,
+                false,
+                None,
+                SourceKind::Logical,
+            ),
+        ),
+        (
+            "logical-steady",
+            spec_from(
+                &format!("logical source: {steady_label}"),
                 uniform,
                 false,
                 Some(settings.steady_rate),
+                SourceKind::Logical,
             ),
         ),
     ];
@@ -284,7 +318,7 @@ async fn main() {
     if settings.runs("latency") {
         for &broker in &settings.brokers {
             for &rate in &settings.latency_rates {
-                for route in [Route::Direct, Route::Relay] {
+                for route in [Route::Direct, Route::Relay, Route::Logical] {
                     let mut figures = latency(&settings, broker, route, rate).await;
                     println!(
                         "  latency {} {route:?} at {rate}/s (committed {:.0}/s): commit → consumer {}",

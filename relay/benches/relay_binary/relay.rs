@@ -6,12 +6,28 @@
 use std::process::Command;
 use std::time::Duration;
 
+use crate::database::BenchDatabase;
+use crate::source::EventSource;
 use crate::support::http::{endpoint_address, get, sample};
 use crate::support::process::RelayProcess;
 
 /// The configuration file: every setting at its default but the HTTP
 /// endpoint, on a free port of the loopback.
 const CONFIG: &str = "[http]\nlisten = \"127.0.0.1:0\"\n";
+
+/// Environment variable with TOML put before [`CONFIG`], to measure a
+/// setting against the default (e.g. `batch_size = 2000`); unset in the
+/// figures of `BENCHMARKS.md` unless they say otherwise.
+const EXTRA_CONFIG_VARIABLE: &str = "OUTBOX_BENCH_RELAY_CONFIG";
+
+/// The relay's configuration file: [`CONFIG`], after the TOML of
+/// [`EXTRA_CONFIG_VARIABLE`] when it is set.
+fn config_file() -> String {
+    match std::env::var(EXTRA_CONFIG_VARIABLE) {
+        Ok(extra) if !extra.trim().is_empty() => format!("{extra}\n{CONFIG}"),
+        _ => CONFIG.to_owned(),
+    }
+}
 
 /// The published counter of `/metrics`, summed over topics.
 const PUBLISHED_TOTAL: &str = "outbox_relay_events_published_total";
@@ -22,10 +38,12 @@ const BATCH_PUBLISH_COUNT: &str = "outbox_relay_batch_publish_seconds_count";
 /// How long a relay may take to stop after SIGTERM.
 const STOP_LIMIT: Duration = Duration::from_secs(60);
 
-/// `outbox-relay migrate --database-url url`.
-pub(crate) fn migrate(database_url: &str) {
+/// `outbox-relay migrate --database-url url`, with the source's arguments
+/// (`--source logical` also creates the slot and its publication).
+pub(crate) fn migrate(database_url: &str, source: &EventSource) {
     let output = Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
         .args(["migrate", "--database-url", database_url])
+        .args(source.args())
         .output()
         .expect("run outbox-relay migrate");
     assert!(
@@ -52,15 +70,22 @@ pub(crate) struct RunningRelay {
 }
 
 impl RunningRelay {
-    /// Start the relay on `database_url` and `broker_url`, with `log_filter`
-    /// as `RUST_LOG` (the default is `info`), and wait for its endpoint.
-    pub(crate) async fn start(database_url: &str, broker_url: &str, log_filter: &str) -> Self {
+    /// Start the relay on `database` (with its source) and `broker_url`,
+    /// with `log_filter` as `RUST_LOG` (the default is `info`), and wait for
+    /// its endpoint.
+    pub(crate) async fn start(
+        database: &BenchDatabase,
+        broker_url: &str,
+        log_filter: &str,
+    ) -> Self {
+        let source_args = database.source.args();
+        let run_args: Vec<&str> = source_args.iter().map(String::as_str).collect();
         let process = RelayProcess::spawn_with_log_filter(
-            database_url,
+            &database.url,
             broker_url,
-            CONFIG,
+            &config_file(),
             &[],
-            &[],
+            &run_args,
             log_filter,
         );
         let address = endpoint_address(&process).await;

@@ -88,7 +88,7 @@ pub(crate) fn print_summary(
         print_drains(brokers, history);
     }
 
-    let ratios = ratios(brokers, history);
+    let ratios = ratios(brokers, history, latencies);
     if !ratios.is_empty() {
         println!();
         println!("| ratio (one run) | value | target |");
@@ -105,7 +105,11 @@ pub(crate) fn print_summary(
 }
 
 /// The ratios of the run, each within the run, with their targets.
-fn ratios(brokers: &[BrokerResults], history: &[(u64, DrainFigures)]) -> Vec<Ratio> {
+fn ratios(
+    brokers: &[BrokerResults],
+    history: &[(u64, DrainFigures)],
+    latencies: &[LatencyFigures],
+) -> Vec<Ratio> {
     let mut ratios = Vec::new();
     for results in brokers {
         let path = results.broker.path();
@@ -150,6 +154,18 @@ fn ratios(brokers: &[BrokerResults], history: &[(u64, DrainFigures)]) -> Vec<Rat
                 results.rate("uniform"),
                 None,
             ),
+            quotient(
+                format!("{path}: logical drain / polling drain (uniform)"),
+                results.rate("logical"),
+                results.rate("uniform"),
+                Some(2.0),
+            ),
+            quotient(
+                format!("{path}: logical / polling, with steady producers"),
+                results.rate("logical-steady"),
+                results.rate("steady"),
+                None,
+            ),
         ]);
     }
     if history.len() > 1 {
@@ -187,6 +203,22 @@ fn ratios(brokers: &[BrokerResults], history: &[(u64, DrainFigures)]) -> Vec<Rat
             }));
         }
     }
+    ratios.extend(
+        latencies
+            .iter()
+            .filter(|figures| figures.route == Route::Logical && figures.rate == 1000)
+            .map(|figures| {
+                Some(Ratio {
+                    name: format!(
+                        "{}: logical source, commit → consumer p99 at 1,000/s, ms",
+                        figures.broker.path()
+                    ),
+                    value: figures.percentile(0.99),
+                    target: Some(5.0),
+                    at_most: true,
+                })
+            }),
+    );
     ratios.into_iter().flatten().collect()
 }
 
@@ -216,13 +248,13 @@ fn print_history(history: &[(u64, DrainFigures)]) {
 fn print_drains(brokers: &[BrokerResults], history: &[(u64, DrainFigures)]) {
     println!();
     println!(
-        "| path | case | events/s (10%→90%) | first→last | relay µs/event | PostgreSQL µs/event | broker µs/event | batch publish mean |"
+        "| path | case | events/s (10%→90%) | first→last | relay µs/event | PostgreSQL µs/event | broker µs/event | batch publish mean | rows written per event |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for results in brokers {
         if let Some(raw) = &results.raw {
             println!(
-                "| {} | raw client | {:.0} | | {:.1} (client) | {:.1} | {:.1} | |",
+                "| {} | raw client | {:.0} | | {:.1} (client) | {:.1} | {:.1} | | |",
                 results.broker.path(),
                 raw.rate,
                 raw.cpu.client * 1e6 / raw.acknowledged.max(1) as f64,
@@ -242,14 +274,15 @@ fn print_drains(brokers: &[BrokerResults], history: &[(u64, DrainFigures)]) {
 fn print_drain_row(path: &str, figures: &DrainFigures) {
     let per_event = |seconds: f64| seconds * 1e6 / figures.cpu_events.max(1) as f64;
     println!(
-        "| {path} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} ms |",
+        "| {path} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} ms | {:.2} |",
         figures.spec.label,
         figures.rate,
         figures.whole_rate,
         per_event(figures.cpu.client),
         per_event(figures.cpu.postgres),
         per_event(figures.cpu.broker),
-        figures.batch_publish_ms
+        figures.batch_publish_ms,
+        figures.rows_written_per_event
     );
 }
 
@@ -269,7 +302,7 @@ fn print_latencies(latencies: &[LatencyFigures]) {
                 && other.route == Route::Direct
         });
         let added = match (figures.route, direct) {
-            (Route::Relay, Some(direct)) => {
+            (Route::Relay | Route::Logical, Some(direct)) => {
                 format!(
                     "{:.1} ms",
                     figures.percentile(0.99) - direct.percentile(0.99)
@@ -282,7 +315,8 @@ fn print_latencies(latencies: &[LatencyFigures]) {
             figures.broker.path(),
             figures.rate,
             match figures.route {
-                Route::Relay => "relay binary",
+                Route::Relay => "relay binary, polling",
+                Route::Logical => "relay binary, logical source",
                 Route::Direct => "direct producer",
             },
             figures.producer_rate,

@@ -43,6 +43,11 @@ pub(crate) const VACUUM_ANALYZE: &str = "VACUUM ANALYZE outbox_events";
 pub(crate) const COUNT_PUBLISHED: &str =
     "SELECT count(*) FROM outbox_events WHERE state = 'published'";
 
+/// Rows of `outbox_events` updated or deleted, by every session so far
+/// (the bench itself only inserts).
+pub(crate) const ROWS_CHANGED: &str = "SELECT (n_tup_upd + n_tup_del)::int8 \
+     FROM pg_stat_user_tables WHERE relname = 'outbox_events'";
+
 /// Every other client session on the bench's database: what it runs now
 /// and what it waits for.
 pub(crate) const SESSIONS: &str = "SELECT pid, state, wait_event_type, wait_event, query \

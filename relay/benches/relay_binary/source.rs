@@ -1,0 +1,43 @@
+//! Where the relay finds committed events: by polling the table (the
+//! default), or from the WAL through a replication slot of its own
+//! (`--source logical`).
+
+use outbox_testkit::unique_slot_name;
+
+/// How the relay of a case reads the outbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SourceKind {
+    /// `--source poll`, the default: fetch by id under partition leases,
+    /// mark each published event.
+    Poll,
+    /// `--source logical`: stream the inserts from a replication slot.
+    Logical,
+}
+
+/// The source of one database: its kind and, for `logical`, a slot name of
+/// its own (slots are server-wide). The test database drops every slot of
+/// its database before itself.
+#[derive(Debug, Clone)]
+pub(crate) struct EventSource {
+    slot: Option<String>,
+}
+
+impl EventSource {
+    pub(crate) fn new(kind: SourceKind) -> EventSource {
+        let slot = (kind == SourceKind::Logical).then(|| unique_slot_name("outbox_bench"));
+        EventSource { slot }
+    }
+
+    /// The arguments of `migrate` and `run` that choose it.
+    pub(crate) fn args(&self) -> Vec<String> {
+        match &self.slot {
+            None => Vec::new(),
+            Some(slot) => vec![
+                "--source".to_owned(),
+                "logical".to_owned(),
+                "--slot".to_owned(),
+                slot.clone(),
+            ],
+        }
+    }
+}
