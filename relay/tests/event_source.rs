@@ -164,7 +164,7 @@ async fn the_batch_loop_runs_on_another_event_source_unchanged() {
     });
 
     let config = RelayConfig {
-        batch_size: 40,
+        batch_size: Some(40),
         ..RelayConfig::default()
     };
     let settings = outbox_relay::commands::relay_settings("memory".to_owned(), &config);

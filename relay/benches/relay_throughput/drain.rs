@@ -59,7 +59,7 @@ pub(crate) async fn relay_drain(
         failures: AtomicU64::new(0),
     });
     let config = RelayConfig {
-        batch_size,
+        batch_size: Some(batch_size),
         ..RelayConfig::default()
     };
     let stop = CancellationToken::new();

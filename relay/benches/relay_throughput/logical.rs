@@ -112,7 +112,7 @@ async fn logical_drain(
         target: settings.events,
     });
     let config = RelayConfig {
-        batch_size,
+        batch_size: Some(batch_size),
         ..RelayConfig::default()
     };
     let stop = CancellationToken::new();

@@ -37,12 +37,20 @@ pub use duration::parse_duration;
 
 use diagnostics::describe_toml_error;
 
+/// Events per batch when polling, unless `batch_size` says otherwise.
+pub const DEFAULT_POLLING_BATCH_SIZE: u32 = 500;
+/// Events per batch on the logical source, unless `batch_size` says
+/// otherwise.
+pub const DEFAULT_LOGICAL_BATCH_SIZE: u32 = 2000;
+
 /// The relay's settings. [`Default`] gives the documented defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RelayConfig {
-    /// Events read and published per batch, from 1 to 10000. Default `500`.
-    pub batch_size: u32,
+    /// Events read and published per batch, from 1 to 10000. Default `500`
+    /// when polling and `2000` with `source = "logical"` (see
+    /// [`RelayConfig::batch_size`]).
+    pub batch_size: Option<u32>,
 
     /// How long a relay instance owns a partition without renewing its
     /// lease; the lease is renewed every third of it, and another instance
@@ -128,7 +136,7 @@ pub struct RelayConfig {
 impl Default for RelayConfig {
     fn default() -> Self {
         RelayConfig {
-            batch_size: 500,
+            batch_size: None,
             lease_duration: Duration::from_secs(30),
             publish_timeout: Duration::from_secs(10),
             poll_interval_min: Duration::from_millis(10),
@@ -410,6 +418,29 @@ impl Default for HttpConfig {
 }
 
 impl RelayConfig {
+    /// Events per batch: `batch_size` when set, else the source's default.
+    /// Polling reads 500 at a time: each batch costs a fetch and a mark
+    /// whose work grows with it. The logical source reads 2000: its batches
+    /// come from the stream already in memory and write nothing, so a
+    /// larger batch only saves broker round trips.
+    ///
+    /// ```
+    /// use outbox_relay::config::{EventSourceKind, RelayConfig};
+    ///
+    /// let mut config = RelayConfig::default();
+    /// assert_eq!(config.batch_size(), 500);
+    /// config.source = EventSourceKind::Logical;
+    /// assert_eq!(config.batch_size(), 2000);
+    /// config.batch_size = Some(100);
+    /// assert_eq!(config.batch_size(), 100);
+    /// ```
+    pub fn batch_size(&self) -> u32 {
+        self.batch_size.unwrap_or(match self.source {
+            EventSourceKind::Poll => DEFAULT_POLLING_BATCH_SIZE,
+            EventSourceKind::Logical => DEFAULT_LOGICAL_BATCH_SIZE,
+        })
+    }
+
     /// Reads and checks the configuration file at `path`.
     ///
     /// # Errors

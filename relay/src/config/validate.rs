@@ -13,7 +13,9 @@ impl RelayConfig {
     /// Checks ranges and the relations between fields; the first problem
     /// found is returned.
     pub(super) fn check(&self) -> Result<(), Problem> {
-        check_range(&["batch_size"], self.batch_size, 1, 10_000)?;
+        if let Some(batch_size) = self.batch_size {
+            check_range(&["batch_size"], batch_size, 1, 10_000)?;
+        }
         if self.lease_duration < Duration::from_secs(2) {
             return Err(Problem::new(
                 &["lease_duration"],

@@ -5,7 +5,7 @@ use super::*;
 #[test]
 fn defaults_are_the_documented_values() {
     let config = RelayConfig::default();
-    assert_eq!(config.batch_size, 500);
+    assert_eq!(config.batch_size(), 500);
     assert_eq!(config.lease_duration, Duration::from_secs(30));
     assert_eq!(config.lease_renewal_interval(), Duration::from_secs(10));
     assert_eq!(config.publish_timeout, Duration::from_secs(10));

@@ -321,7 +321,7 @@ fn kafka_options_that_break_the_contract_are_refused() {
 #[test]
 fn validate_reports_without_a_file() {
     let config = RelayConfig {
-        batch_size: 0,
+        batch_size: Some(0),
         ..RelayConfig::default()
     };
     let message = one_line(config.validate());
@@ -348,7 +348,7 @@ fn load_reads_a_file_and_names_it_in_errors() {
     std::fs::create_dir_all(&directory).expect("temp dir");
     let path = directory.join("relay.toml");
     std::fs::write(&path, "batch_size = 42\n").expect("write");
-    assert_eq!(RelayConfig::load(&path).expect("loads").batch_size, 42);
+    assert_eq!(RelayConfig::load(&path).expect("loads").batch_size(), 42);
 
     std::fs::write(&path, "\n[retry]\nbase_delay = \"1y\"\n").expect("write");
     let message = one_line(RelayConfig::load(&path));

@@ -58,7 +58,7 @@ fn a_full_config_parses() {
         listen = "[::]:0"
         "#,
     );
-    assert_eq!(config.batch_size, 10_000);
+    assert_eq!(config.batch_size(), 10_000);
     assert_eq!(config.lease_duration, Duration::from_secs(60));
     assert_eq!(config.poll_interval_min, Duration::from_millis(1));
     assert_eq!(config.shutdown_timeout, Duration::from_secs(1));

@@ -96,7 +96,7 @@ fn start_relay(
 ) {
     let source = database.source();
     let config = RelayConfig {
-        batch_size: 50,
+        batch_size: Some(50),
         lease_duration: Duration::from_secs(2),
         publish_timeout: Duration::from_millis(800),
         poll_interval_min: Duration::from_millis(5),

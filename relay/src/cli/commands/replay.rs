@@ -32,7 +32,7 @@ pub(super) async fn run_replay(
         store.as_ref(),
         publisher.as_ref(),
         &window,
-        i64::from(config.batch_size),
+        i64::from(config.batch_size()),
     )
     .await?;
     let summary = format!(

@@ -235,7 +235,7 @@ pub fn relay_settings(relay_id: String, config: &RelayConfig) -> RelaySettings {
         relay_id,
         lease_duration: config.lease_duration,
         dispatch: DispatchSettings {
-            batch_size: i64::from(config.batch_size),
+            batch_size: i64::from(config.batch_size()),
             publish_timeout: config.publish_timeout,
             retry: RetryPolicy {
                 base_delay: config.retry.base_delay,
