@@ -2,14 +2,14 @@
 //!
 //! A fetch leaves out the events published whose mark is still in flight,
 //! by id. The list travels in the statement's parameters, 12 bytes an id
-//! on PostgreSQL, and it is kept to [`MAX_EXCLUDED_IDS`] (or the batch in
-//! hand, when `batch_size` is larger): a message over
-//! 16 KB goes out over TLS as two records, and a socket without
-//! `TCP_NODELAY` (sqlx sets none) holds the second until the server
-//! acknowledges the first, which a server waiting for the rest of the
-//! message does only when its delayed-ACK timer fires: 40 ms on Linux, per
-//! fetch. Past the bound, the fetch first waits for the oldest marks, which
-//! then need no exclusion at all.
+//! on PostgreSQL, and the server compares every row it scans with it, so
+//! it is kept to [`MAX_EXCLUDED_IDS`] (or the batch in hand, when
+//! `batch_size` is larger). Past the bound, the fetch first waits for the
+//! oldest marks, which then need no exclusion at all. (The bound once also
+//! kept the message under one TLS record, 16 KB: sqlx sets no
+//! `TCP_NODELAY`, and a second record waited 40 ms for the server's
+//! delayed acknowledgement. The store now sets it; see
+//! `store/tcp_nodelay.rs`.)
 
 use std::sync::Arc;
 
