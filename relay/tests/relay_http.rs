@@ -170,6 +170,31 @@ async fn metrics_count_what_the_relay_published_rejected_and_dead_lettered() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relay_on_rabbitmq_connects_before_its_first_event() {
+    let db = outbox_testkit::postgres().await;
+    let relay = RelayProcess::spawn(db.url(), &rabbitmq::amqp_url(), FAST_CONFIG);
+    let address = endpoint_address(&relay).await;
+    // Nothing is ever written: only a connection opened at start makes the
+    // relay ready, so the first events do not wait for the AMQP handshake.
+    let ready = wait_until(Duration::from_secs(30), || {
+        let address = address.clone();
+        async move { get(&address, "/readyz").await.status == 200 }
+    })
+    .await;
+    assert!(ready, "an idle relay never became ready:\n{}", relay.log());
+    assert!(
+        relay.log().contains("connected to rabbitmq"),
+        "the relay logs its connection:\n{}",
+        relay.log()
+    );
+    let metrics = get(&address, "/metrics").await.body;
+    assert!(
+        sample(&metrics, "outbox_relay_events_published_total").is_none(),
+        "nothing was published"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn readiness_follows_the_database() {
     let db = outbox_testkit::postgres().await;
     let name: String = sqlx::query_scalar("SELECT current_database()")

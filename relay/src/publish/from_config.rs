@@ -41,7 +41,19 @@ pub async fn build_publisher(
                 .iter()
                 .map(|(topic, route)| (topic.clone(), route.routing_key.clone()))
                 .collect();
-            Ok(Arc::new(RabbitMqPublisher::new(amqp)?))
+            let publisher = Arc::new(RabbitMqPublisher::new(amqp)?);
+            // Connect in the background: a broker that is down at start
+            // only delays the first publish, which connects again.
+            let connecting = Arc::clone(&publisher);
+            tokio::spawn(async move {
+                if let Err(error) = connecting.connect().await {
+                    tracing::warn!(
+                        %error,
+                        "rabbitmq is not reachable yet; the first publish connects again"
+                    );
+                }
+            });
+            Ok(publisher)
         }
     }
 }

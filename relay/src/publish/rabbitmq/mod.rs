@@ -110,13 +110,18 @@ impl RabbitMqPublisher {
         &self.config
     }
 
-    /// Open the connection now (publishes open it on demand), bounded by
-    /// `connect_timeout`.
+    /// Open the connection and one channel in confirm mode now (publishes
+    /// open them on demand), each bounded by `connect_timeout`. The relay
+    /// calls it as it starts, so that the first events after a start do
+    /// not wait for the AMQP handshake.
     ///
     /// # Errors
     /// [`PublishFailure::Unavailable`] when the broker cannot be reached.
     pub async fn connect(&self) -> Result<(), PublishFailure> {
-        self.session().await.map(|_| ())
+        let session = self.session().await?;
+        let channel = self.take_channel(&session).await?;
+        self.return_channel(&session, channel);
+        Ok(())
     }
 }
 
