@@ -12,6 +12,8 @@
 //! - `failures.rs`: recording rejected events for retry or as dead.
 //! - `commit_order.rs`: noticing events committed out of id order.
 //! - `handover.rs`: handing partitions over when publishing stalls.
+//! - `quiet.rs`: keeping producers' commit notifications quiet while the
+//!   loop polls on its own.
 
 mod commit_order;
 mod failures;
@@ -19,6 +21,7 @@ mod handover;
 mod marker;
 mod prefetch;
 mod publish;
+mod quiet;
 pub(crate) mod waves;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -107,6 +110,9 @@ pub struct Dispatcher {
     last_published: HashMap<AggregateKey, i64>,
     /// While publishes keep failing: when the next handover check is due.
     next_stall_check: Option<Instant>,
+    /// Until when producers need not notify this relay of commits: it
+    /// polls on its own meanwhile (see `quiet.rs`).
+    quiet_until: Option<Instant>,
 }
 
 impl Dispatcher {
@@ -136,6 +142,7 @@ impl Dispatcher {
             marking: VecDeque::new(),
             last_published: HashMap::new(),
             next_stall_check: None,
+            quiet_until: None,
         }
     }
 
@@ -152,6 +159,10 @@ impl Dispatcher {
             self.rebalance_if_due(&mut state).await;
             let snapshot = self.leases.snapshot();
             self.metrics.set_leases_held(snapshot.leases.len());
+            // Holding no lease, the relay has nothing to be told of: it
+            // fetches as soon as a rebalance gives it partitions.
+            self.keep_notifications_quiet(snapshot.leases.is_empty())
+                .await;
             if snapshot.leases.is_empty() || !snapshot.valid_for(self.settings.publish_timeout) {
                 state.prefetched = None;
                 let wait = self
@@ -200,6 +211,8 @@ impl Dispatcher {
                 self.health.record_success();
                 self.next_stall_check = None;
                 state.outage_delay = Duration::ZERO;
+                self.keep_notifications_quiet(fetched_count >= quiet::QUIET_AFTER_BATCH)
+                    .await;
                 if !full_batch {
                     self.pause(&stop, self.settings.poll_interval_min).await;
                 }
@@ -249,8 +262,14 @@ impl Dispatcher {
         };
         if fetched.is_empty() {
             self.health.record_idle();
-            self.pause(stop, state.idle_delay).await;
-            state.idle_delay = (state.idle_delay * 2).min(self.settings.poll_interval_max);
+            if self.polls_on_its_own() {
+                // Producers may not be notifying: poll again soon.
+                self.pause(stop, self.settings.poll_interval_min).await;
+                state.idle_delay = self.settings.poll_interval_min;
+            } else {
+                self.pause(stop, state.idle_delay).await;
+                state.idle_delay = (state.idle_delay * 2).min(self.settings.poll_interval_max);
+            }
             return None;
         }
         state.idle_delay = self.settings.poll_interval_min;

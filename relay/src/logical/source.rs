@@ -374,6 +374,19 @@ impl EventSource for LogicalSource {
     fn watch_commits(&self, wakeup: Wakeup, _stop: CancellationToken) {
         self.received.set_wakeup(wakeup);
     }
+
+    fn quiet_notifications<'a>(
+        &'a self,
+        relay_id: &'a str,
+        window: std::time::Duration,
+    ) -> BoxFuture<'a, Result<bool, Error>> {
+        self.store.quiet_notifications(relay_id, window)
+    }
+
+    /// The stream tells of commits: the producers' `NOTIFY` is never needed.
+    fn waits_for_notifications(&self) -> bool {
+        false
+    }
 }
 
 impl LeaseStore for LogicalSource {

@@ -13,6 +13,8 @@
 //! stream) also brings the leases of that unit, with
 //! [`Relay::with_lease_store`](crate::Relay::with_lease_store).
 
+use std::time::Duration;
+
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
@@ -77,5 +79,27 @@ pub trait EventSource: Send + Sync {
     /// nothing: the batch loop then polls.
     fn watch_commits(&self, wakeup: Wakeup, stop: CancellationToken) {
         let _ = (wakeup, stop);
+    }
+
+    /// Tell the database that relay `relay_id` polls on its own for
+    /// `window`, so producers need not notify it of commits meanwhile
+    /// (PostgreSQL: a `NOTIFY` queues the commits of every notifying
+    /// transaction one behind the other). Returns whether the database has
+    /// such notifications; the default has none.
+    fn quiet_notifications<'a>(
+        &'a self,
+        relay_id: &'a str,
+        window: Duration,
+    ) -> BoxFuture<'a, Result<bool, Error>> {
+        let _ = (relay_id, window);
+        Box::pin(std::future::ready(Ok(false)))
+    }
+
+    /// Whether the batch loop needs commit notifications to learn of new
+    /// events while idle: true when polling. A source that is told of
+    /// commits another way (a replication stream) keeps the producers'
+    /// notifications quiet for as long as it runs.
+    fn waits_for_notifications(&self) -> bool {
+        true
     }
 }

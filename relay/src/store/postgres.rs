@@ -23,6 +23,10 @@ use crate::wakeup::{NOTIFY_CHANNEL, Wakeup};
 /// otherwise read every pending row and sort them, a hundred times slower.
 const FETCH_SETTINGS: &[&str] = &["SET LOCAL enable_sort = off"];
 
+/// Producers' triggers need not notify this relay for a while: see
+/// `migrations/postgres/0002_notify_only_when_a_relay_waits.sql`.
+const QUIET_NOTIFICATIONS: &str = include_str!("sql/postgres/quiet_notifications.sql");
+
 /// The fetch, as [`ExplainFetch`] explains it.
 const FETCH_PENDING: &str = include_str!("sql/postgres/fetch_pending.sql");
 
@@ -96,6 +100,21 @@ impl Dialect for PostgresDialect {
 
     fn watch_commits(pool: &PgPool, wakeup: Wakeup, stop: CancellationToken) {
         listen_for_commits(pool, wakeup, stop);
+    }
+
+    fn quiet_notifications<'a>(
+        pool: &'a PgPool,
+        relay_id: &'a str,
+        window: Duration,
+    ) -> BoxFuture<'a, Result<bool, Error>> {
+        Box::pin(async move {
+            sqlx::query(QUIET_NOTIFICATIONS)
+                .bind(relay_id)
+                .bind(window.as_secs_f64())
+                .execute(pool)
+                .await?;
+            Ok(true)
+        })
     }
 }
 

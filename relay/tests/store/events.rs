@@ -193,6 +193,12 @@ pub(crate) async fn a_commit_raises_the_watched_wakeup_where_the_backend_notifie
 ) {
     let store = DB::store(db);
     store.migrate().await.expect("migrate");
+    // A registered relay that has not said it polls on its own: producers
+    // notify it.
+    store
+        .heartbeat("watching", Duration::from_secs(60))
+        .await
+        .expect("register a relay");
     let wakeup = Wakeup::new();
     let stop = tokio_util::sync::CancellationToken::new();
     store.watch_commits(wakeup.clone(), stop.clone());

@@ -1,6 +1,8 @@
 //! [`EventSource`] for [`SqlStore`]: the batch loop's fetch, marks and
 //! failures, each fenced by the leases it names.
 
+use std::time::Duration;
+
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
@@ -115,5 +117,13 @@ impl<D: Dialect> EventSource for SqlStore<D> {
 
     fn watch_commits(&self, wakeup: Wakeup, stop: CancellationToken) {
         D::watch_commits(&self.pool, wakeup, stop);
+    }
+
+    fn quiet_notifications<'a>(
+        &'a self,
+        relay_id: &'a str,
+        window: Duration,
+    ) -> BoxFuture<'a, Result<bool, Error>> {
+        D::quiet_notifications(&self.pool, relay_id, window)
     }
 }

@@ -26,6 +26,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
 use sqlx::pool::PoolOptions;
 use sqlx::{Connection, Database, Pool, Transaction};
 use tokio_util::sync::CancellationToken;
@@ -102,6 +103,18 @@ pub trait Dialect: Send + Sync + 'static {
     /// the database can tell. By default it cannot: the batch loop polls.
     fn watch_commits(pool: &Pool<Self::Database>, wakeup: Wakeup, stop: CancellationToken) {
         let _ = (pool, wakeup, stop);
+    }
+
+    /// Tell producers' triggers that relay `relay_id` polls on its own for
+    /// `window`, so they need not notify it; returns whether the database
+    /// has such notifications at all (by default it has none).
+    fn quiet_notifications<'a>(
+        pool: &'a Pool<Self::Database>,
+        relay_id: &'a str,
+        window: Duration,
+    ) -> BoxFuture<'a, Result<bool, Error>> {
+        let _ = (pool, relay_id, window);
+        Box::pin(std::future::ready(Ok(false)))
     }
 }
 
