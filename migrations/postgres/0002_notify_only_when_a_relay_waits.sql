@@ -9,7 +9,10 @@
 -- listens, and nothing is sent.
 ALTER TABLE outbox_relays ADD COLUMN quiet_until TIMESTAMPTZ NULL;
 
-CREATE OR REPLACE FUNCTION outbox_events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+-- SECURITY DEFINER: producers need only INSERT on outbox_events, not
+-- SELECT on outbox_relays; the search path is the one of this migration.
+CREATE OR REPLACE FUNCTION outbox_events_notify() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path FROM CURRENT AS $$
 BEGIN
     IF EXISTS (
         SELECT 1 FROM outbox_relays

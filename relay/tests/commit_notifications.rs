@@ -95,3 +95,50 @@ async fn producers_notify_only_while_a_relay_waits_for_it() {
         "once relay-b's quiet window has passed, producers notify again"
     );
 }
+
+/// The trigger reads `outbox_relays` with its owner's rights: a producer
+/// with nothing but `INSERT` on `outbox_events` enqueues, and the waiting
+/// relay is notified.
+#[tokio::test]
+async fn a_producer_with_only_insert_rights_enqueues_and_notifies() {
+    let db = outbox_testkit::postgres().await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let store = PostgresStore::connect(db.url()).await.expect("connect");
+    store
+        .heartbeat("relay-a", Duration::from_secs(60))
+        .await
+        .expect("register relay-a");
+    let role = format!(
+        "outbox_producer_{}",
+        &uuid::Uuid::now_v7().simple().to_string()[20..]
+    );
+    for statement in [
+        format!("CREATE ROLE {role} LOGIN"),
+        format!("GRANT INSERT ON outbox_events TO {role}"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(db.pool())
+            .await
+            .expect("create the producer role");
+    }
+    let mut producer_url = url::Url::parse(db.url()).expect("database URL");
+    producer_url
+        .set_username(&role)
+        .expect("a URL with a user name");
+    let producer = sqlx::PgPool::connect(producer_url.as_str())
+        .await
+        .expect("connect as the producer");
+    let mut listener = PgListener::connect(db.url()).await.expect("listen");
+    listener.listen(CHANNEL).await.expect("LISTEN");
+
+    let notified = insert_notifies(&producer, &mut listener).await;
+
+    producer.close().await;
+    for statement in [format!("DROP OWNED BY {role}"), format!("DROP ROLE {role}")] {
+        sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(db.pool())
+            .await
+            .expect("drop the producer role");
+    }
+    assert!(notified, "the producer's insert notified the waiting relay");
+}
