@@ -53,7 +53,7 @@ impl EnqueueBackend for sqlx::Postgres {
         rows_of_last_statement: "SELECT COUNT(*) FROM outbox_events \
              WHERE cmin = (SELECT cmin FROM outbox_events ORDER BY id LIMIT 1)",
         corrupt_migration_checksum: "UPDATE _outbox_migrations SET checksum = '\\x00'::bytea WHERE version = 1",
-        migrations: 1,
+        migrations: 2,
     };
 }
 
