@@ -11,6 +11,7 @@ mod cli;
 mod crash;
 mod failures;
 mod harness;
+mod heartbeat;
 mod relay;
 mod retention;
 mod source;
