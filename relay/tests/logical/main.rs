@@ -10,6 +10,7 @@ mod support;
 mod cli;
 mod crash;
 mod failures;
+mod frozen_stream;
 mod harness;
 mod heartbeat;
 mod relay;
