@@ -3,6 +3,9 @@
 //! errors. It appends each committed transaction's events to [`Received`]
 //! and reports the position [`Received`] says may be confirmed.
 //!
+//! A server probe (`server_probe.rs`) beside each session ends it when the server goes
+//! away, so that a relay never holds a PostgreSQL shutdown.
+//!
 //! pgoutput runs in protocol version 1: the server sends a transaction only
 //! once it has committed, so no uncommitted event is ever published.
 
@@ -17,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::pgoutput::{Change, PgOutputDecoder};
 use super::received::Received;
+use super::server_probe::{PROBE_INTERVAL, ServerProbe};
 use super::slot::SlotName;
 use crate::Error;
 use crate::store::ClaimedEvent;
@@ -253,13 +257,16 @@ async fn run_session(
     tracing::info!(slot = %slot, lease_token, confirmed = %Lsn::from_u64(confirmed), "streaming from the slot");
     let mut positions = received.confirmed_positions();
     let mut session = SessionState::default();
+    let mut probe = ServerProbe::open(pool).await?;
+    let mut probe_due = tokio::time::interval(PROBE_INTERVAL);
+    probe_due.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         if received.is_full() {
             tokio::select! {
                 () = stop.cancelled() => break,
                 _ = positions.changed() => client.update_applied_lsn(Lsn::from_u64(*positions.borrow_and_update())),
                 () = received.room_made() => {}
-                () = tokio::time::sleep(IDLE_WAKEUP_INTERVAL) => {}
+                _ = probe_due.tick() => probe.check().await?,
             }
             continue;
         }
@@ -268,6 +275,7 @@ async fn run_session(
             _ = positions.changed() => {
                 client.update_applied_lsn(Lsn::from_u64(*positions.borrow_and_update()));
             }
+            _ = probe_due.tick() => probe.check().await?,
             event = client.recv() => {
                 let event = event.map_err(|error| Error::Logical(format!("replication stream: {error}")))?;
                 let Some(event) = event else {
@@ -277,6 +285,7 @@ async fn run_session(
             }
         }
     }
+    probe.close().await;
     let last_position = *positions.borrow();
     report_last_position(&client, last_position).await;
     if let Err(error) = client.shutdown().await {
