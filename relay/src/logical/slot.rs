@@ -286,6 +286,36 @@ mod tests {
     }
 
     #[test]
+    fn a_lost_slot_is_refused_on_one_line_naming_the_recovery() {
+        let status = SlotStatus {
+            slot: "outbox_relay".to_owned(),
+            confirmed_flush_lsn: Some("0/16B3748".to_owned()),
+            confirmed_position: 0x16B_3748,
+            lag_bytes: 0,
+            retained_wal_bytes: 0,
+            active: false,
+            wal_status: "lost".to_owned(),
+        };
+        assert!(status.is_lost());
+        let message = lost_slot_error(&status).to_string();
+        assert!(!message.contains('\n'), "{message}");
+        for part in [
+            "`outbox_relay` was invalidated",
+            "0/16B3748",
+            "pg_drop_replication_slot('outbox_relay')",
+            "outbox-relay migrate --source logical --slot outbox_relay",
+            "outbox-relay replay --topic <topic> --since <time>",
+        ] {
+            assert!(message.contains(part), "{part} missing from: {message}");
+        }
+        let reserved = SlotStatus {
+            wal_status: "unreserved".to_owned(),
+            ..status
+        };
+        assert!(!reserved.is_lost());
+    }
+
+    #[test]
     fn slot_names_follow_postgresql_rules() {
         assert!(SlotName::parse("outbox_relay_2").is_ok());
         for bad in ["", "Outbox", "a-b", "a;drop", &"a".repeat(64)] {

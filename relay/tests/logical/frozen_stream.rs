@@ -169,9 +169,18 @@ async fn a_relay_frozen_past_wal_sender_timeout_is_replaced_and_fenced_after_it_
         survivor.log()
     );
     let duplicates = check_delivery(&enqueued, &collected.snapshot());
+    let ended_by_survivor = survivor
+        .log()
+        .contains("ended the replication connection of a relay that lost the stream's lease");
     eprintln!(
-        "{} events, {duplicates} published again around the freeze",
-        enqueued.len()
+        "{} events, {duplicates} published again around the freeze; the frozen relay's \
+         connection was ended by {}",
+        enqueued.len(),
+        if ended_by_survivor {
+            "the survivor"
+        } else {
+            "wal_sender_timeout"
+        }
     );
     assert!(frozen.is_running(), "the thawed relay stands by");
     exits_zero_on_sigterm(frozen_name, frozen);
