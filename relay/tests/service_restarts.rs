@@ -5,12 +5,21 @@
 //! in the same process, nothing is lost and each aggregate keeps its
 //! order).
 //!
+//! The logical source's server-side faults (a PostgreSQL restart, a slot
+//! the server invalidates) are in `service_restarts/logical.rs`.
+//!
 //! These tests stop, freeze and restart the services every other test
 //! uses: run this file alone, e.g. `cargo test -p outbox-relay --test
 //! service_restarts -- --test-threads=1`. Its tests also take a lock, so
 //! that they never overlap each other.
 
 mod support;
+
+#[path = "service_restarts/logical.rs"]
+mod logical;
+#[path = "logical/harness.rs"]
+#[allow(dead_code)]
+mod logical_harness;
 
 use std::time::{Duration, Instant};
 

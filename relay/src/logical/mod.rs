@@ -4,6 +4,8 @@
 //!
 //! - `slot.rs`: start-up checks, the slot and publication, their status.
 //! - `stream.rs`: the replication connection, one session at a time.
+//! - `server_probe.rs`: a plain connection beside the stream that ends it
+//!   when the server shuts down.
 //! - `pgoutput.rs`: pgoutput messages decoded into events.
 //! - `acknowledgements.rs`: which position may be confirmed to the server.
 //! - `received.rs`: streamed events not yet settled, shared by the stream
@@ -31,6 +33,7 @@ mod monitor;
 mod pgoutput;
 mod received;
 mod retention;
+mod server_probe;
 mod slot;
 mod source;
 mod stream;

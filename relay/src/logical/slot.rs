@@ -70,8 +70,9 @@ impl std::fmt::Display for SlotName {
     }
 }
 
-/// Refuse a server or role that cannot stream, and a slot of the same name
-/// made for another plugin or database. Reads only.
+/// Refuse a server or role that cannot stream, a slot of the same name
+/// made for another plugin or database, and a slot the server invalidated
+/// (`wal_status = lost`). Reads only.
 ///
 /// # Errors
 /// [`Error::Logical`], one line naming the setting, attribute or slot.
@@ -112,7 +113,31 @@ pub async fn check_prerequisites(pool: &PgPool, slot: &SlotName) -> Result<(), E
             )));
         }
     }
+    if let Some(status) = slot_status(pool, slot).await?
+        && status.is_lost()
+    {
+        return Err(lost_slot_error(&status));
+    }
     Ok(())
+}
+
+/// The one-line error for a slot the server invalidated: what may be
+/// missing and how to recover. The relay never re-creates such a slot by
+/// itself: that would skip, silently, what was committed since its
+/// confirmed position.
+pub fn lost_slot_error(status: &SlotStatus) -> Error {
+    let slot = &status.slot;
+    let confirmed = status.confirmed_flush_lsn.as_deref().unwrap_or("unknown");
+    Error::Logical(format!(
+        "replication slot `{slot}` was invalidated by PostgreSQL (wal_status = lost: it retained \
+         more WAL than max_slot_wal_keep_size); events committed after its confirmed position \
+         {confirmed} may never have been published, and the relay does not re-create the slot \
+         by itself. Recover: drop it (SELECT pg_drop_replication_slot('{slot}')), re-create it \
+         with `outbox-relay migrate --source logical --slot {slot}`, then publish again from the \
+         table what was committed since before the slot fell behind, topic by topic, with \
+         `outbox-relay replay --topic <topic> --since <time>` once those events are marked \
+         published (docs/operations.md, \"Reading the WAL\")"
+    ))
 }
 
 /// Refuse a `wal_level` other than `logical`.
@@ -199,6 +224,14 @@ pub struct SlotStatus {
     pub wal_status: String,
 }
 
+impl SlotStatus {
+    /// Whether the server invalidated the slot (`wal_status = lost`): it
+    /// cannot stream any more.
+    pub fn is_lost(&self) -> bool {
+        self.wal_status == "lost"
+    }
+}
+
 /// The slot's position and lag; `None` when the slot does not exist.
 ///
 /// # Errors
@@ -250,6 +283,36 @@ mod tests {
         let message = check_wal_level("replica").expect_err("refused").to_string();
         assert!(message.contains("wal_level = replica"), "{message}");
         assert!(check_wal_level("logical").is_ok());
+    }
+
+    #[test]
+    fn a_lost_slot_is_refused_on_one_line_naming_the_recovery() {
+        let status = SlotStatus {
+            slot: "outbox_relay".to_owned(),
+            confirmed_flush_lsn: Some("0/16B3748".to_owned()),
+            confirmed_position: 0x16B_3748,
+            lag_bytes: 0,
+            retained_wal_bytes: 0,
+            active: false,
+            wal_status: "lost".to_owned(),
+        };
+        assert!(status.is_lost());
+        let message = lost_slot_error(&status).to_string();
+        assert!(!message.contains('\n'), "{message}");
+        for part in [
+            "`outbox_relay` was invalidated",
+            "0/16B3748",
+            "pg_drop_replication_slot('outbox_relay')",
+            "outbox-relay migrate --source logical --slot outbox_relay",
+            "outbox-relay replay --topic <topic> --since <time>",
+        ] {
+            assert!(message.contains(part), "{part} missing from: {message}");
+        }
+        let reserved = SlotStatus {
+            wal_status: "unreserved".to_owned(),
+            ..status
+        };
+        assert!(!reserved.is_lost());
     }
 
     #[test]

@@ -3,6 +3,9 @@
 //! errors. It appends each committed transaction's events to [`Received`]
 //! and reports the position [`Received`] says may be confirmed.
 //!
+//! A server probe (`server_probe.rs`) beside each session ends it when the server goes
+//! away, so that a relay never holds a PostgreSQL shutdown.
+//!
 //! pgoutput runs in protocol version 1: the server sends a transaction only
 //! once it has committed, so no uncommitted event is ever published.
 
@@ -17,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::pgoutput::{Change, PgOutputDecoder};
 use super::received::Received;
+use super::server_probe::{PROBE_INTERVAL, ServerProbe};
 use super::slot::SlotName;
 use crate::Error;
 use crate::store::ClaimedEvent;
@@ -32,6 +36,13 @@ const IDLE_WAKEUP_INTERVAL: Duration = Duration::from_secs(1);
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
 
 const SLOT_CONFIRMED_POSITION: &str = include_str!("sql/slot_confirmed_position.sql");
+const STREAM_LEASE_HELD: &str = include_str!("sql/stream_lease_held.sql");
+const END_STALE_STREAM: &str = include_str!("sql/end_stale_stream.sql");
+
+/// The `application_name` of the relays' replication connections: how a
+/// lease holder tells another relay's stale connection on the slot from
+/// another consumer.
+const STREAM_APPLICATION_NAME: &str = "outbox-relay";
 
 /// The session settings the stream's values are decoded with.
 const SESSION_OPTIONS: &str = "-c datestyle=ISO -c timezone=UTC";
@@ -110,7 +121,7 @@ impl StreamTarget {
         .with_status_interval(STATUS_INTERVAL)
         .with_wakeup_interval(IDLE_WAKEUP_INTERVAL)
         .with_options(SESSION_OPTIONS)
-        .with_application_name("outbox-relay");
+        .with_application_name(STREAM_APPLICATION_NAME);
         Ok(StreamTarget { config })
     }
 }
@@ -133,7 +144,9 @@ fn percent_decode(text: &str) -> Result<String, ()> {
 }
 
 /// Stream under the lease of `lease_token` until `stop`: open a session at
-/// the slot's confirmed position, and after an error open another.
+/// the slot's confirmed position, and after an error open another. Before
+/// each session the lease is checked: a relay that lost it (another one
+/// acquired it since) stops streaming instead of taking the slot back.
 pub(crate) async fn stream_while_leased(
     pool: PgPool,
     target: StreamTarget,
@@ -144,7 +157,19 @@ pub(crate) async fn stream_while_leased(
 ) {
     let mut delay = Duration::from_millis(100);
     while !stop.is_cancelled() {
-        match run_session(&pool, &target, &slot, &received, lease_token, &stop).await {
+        let opened = match claim_slot(&pool, &slot, lease_token).await {
+            Ok(true) => run_session(&pool, &target, &slot, &received, lease_token, &stop).await,
+            Ok(false) => {
+                tracing::warn!(
+                    slot = %slot,
+                    lease_token,
+                    "the stream's lease was taken by another relay; not opening the stream again"
+                );
+                break;
+            }
+            Err(error) => Err(error),
+        };
+        match opened {
             Ok(()) => break,
             Err(error) => {
                 received.note_stream_failed();
@@ -163,6 +188,45 @@ pub(crate) async fn stream_while_leased(
         delay = (delay * 2).min(MAX_RECONNECT_DELAY);
     }
     received.end_session();
+}
+
+/// Before a session: whether the lease of `lease_token` is still this
+/// relay's; if so, end any other relay's connection still on the slot (it
+/// lost the lease), so the slot need not wait for its `wal_sender_timeout`.
+async fn claim_slot(pool: &PgPool, slot: &SlotName, lease_token: i64) -> Result<bool, Error> {
+    let held: bool = sqlx::query_scalar(STREAM_LEASE_HELD)
+        .bind(lease_token)
+        .fetch_one(pool)
+        .await?;
+    if !held {
+        return Ok(false);
+    }
+    let ended: Result<Vec<i32>, sqlx::Error> = sqlx::query_scalar(END_STALE_STREAM)
+        .bind(slot.as_str())
+        .bind(lease_token)
+        .bind(STREAM_APPLICATION_NAME)
+        .fetch_all(pool)
+        .await;
+    match ended {
+        Ok(pids) => {
+            for pid in pids {
+                tracing::info!(
+                    slot = %slot,
+                    lease_token,
+                    pid,
+                    "ended the replication connection of a relay that lost the stream's lease"
+                );
+            }
+        }
+        // Without the right to end it (another role, not a member of
+        // pg_signal_backend), the slot frees up at wal_sender_timeout.
+        Err(error) => tracing::warn!(
+            slot = %slot,
+            %error,
+            "could not end another relay's replication connection on the slot"
+        ),
+    }
+    Ok(true)
 }
 
 /// One session: returns `Ok` when stopped, an error when the session broke.
@@ -193,13 +257,16 @@ async fn run_session(
     tracing::info!(slot = %slot, lease_token, confirmed = %Lsn::from_u64(confirmed), "streaming from the slot");
     let mut positions = received.confirmed_positions();
     let mut session = SessionState::default();
+    let mut probe = ServerProbe::open(pool).await?;
+    let mut probe_due = tokio::time::interval(PROBE_INTERVAL);
+    probe_due.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         if received.is_full() {
             tokio::select! {
                 () = stop.cancelled() => break,
                 _ = positions.changed() => client.update_applied_lsn(Lsn::from_u64(*positions.borrow_and_update())),
                 () = received.room_made() => {}
-                () = tokio::time::sleep(IDLE_WAKEUP_INTERVAL) => {}
+                _ = probe_due.tick() => probe.check().await?,
             }
             continue;
         }
@@ -208,6 +275,7 @@ async fn run_session(
             _ = positions.changed() => {
                 client.update_applied_lsn(Lsn::from_u64(*positions.borrow_and_update()));
             }
+            _ = probe_due.tick() => probe.check().await?,
             event = client.recv() => {
                 let event = event.map_err(|error| Error::Logical(format!("replication stream: {error}")))?;
                 let Some(event) = event else {
@@ -217,6 +285,7 @@ async fn run_session(
             }
         }
     }
+    probe.close().await;
     let last_position = *positions.borrow();
     report_last_position(&client, last_position).await;
     if let Err(error) = client.shutdown().await {

@@ -74,29 +74,44 @@ pub(super) async fn run(
         .with_wakeup(wakeup.clone())
         .with_metrics(Arc::clone(&metrics))
         .with_publish_health(health);
-    let relay = match logical {
+    let (relay, slot_watch) = match logical {
         Some(logical) => {
             let tasks = StreamTasks {
                 metrics,
                 retention: logical_retention,
                 stop: http_stop.child_token(),
             };
-            attach_logical_source(relay, logical, &store, tasks, wakeup, stop.clone())
+            let (relay, slot_watch) =
+                attach_logical_source(relay, logical, &store, tasks, wakeup, stop.clone());
+            (relay, Some(slot_watch))
         }
         None => {
             store.watch_commits(wakeup, stop.clone());
-            relay
+            (relay, None)
         }
     };
     let relay_task = tokio::spawn(relay.run(stop.clone()));
     supervise(
         relay_task,
         stop,
-        http_task,
-        http_stop,
+        (http_task, http_stop),
+        slot_failure(slot_watch),
         config.shutdown_timeout,
     )
     .await
+}
+
+/// The error that ends the relay from beside it: the slot's watch reports
+/// a slot the server invalidated. Never resolves otherwise.
+async fn slot_failure(watch: Option<tokio::task::JoinHandle<Result<(), Error>>>) -> Error {
+    if let Some(watch) = watch {
+        match watch.await {
+            Ok(Err(error)) => return error,
+            Ok(Ok(())) => {}
+            Err(join_error) => tracing::error!(%join_error, "the slot's watch failed"),
+        }
+    }
+    std::future::pending().await
 }
 
 /// The store of the polling source, migrated unless `skip_migrate`.
@@ -122,7 +137,8 @@ struct StreamTasks {
 
 /// Put the logical source behind `relay`: it supplies the events and the
 /// stream's lease, watches commits, and its slot report and retention run
-/// beside it.
+/// beside it. Returns the relay and the slot report's task, which ends
+/// with an error when the server invalidates the slot.
 fn attach_logical_source(
     relay: Relay,
     (postgres, source): (Arc<PostgresStore>, Arc<LogicalSource>),
@@ -130,9 +146,9 @@ fn attach_logical_source(
     tasks: StreamTasks,
     wakeup: Wakeup,
     stop: CancellationToken,
-) -> Relay {
+) -> (Relay, tokio::task::JoinHandle<Result<(), Error>>) {
     source.watch_commits(wakeup, stop);
-    tokio::spawn(logical::report_slot(
+    let slot_watch = tokio::spawn(logical::report_slot(
         postgres.pool().clone(),
         source.slot().clone(),
         Arc::clone(&source),
@@ -148,23 +164,27 @@ fn attach_logical_source(
             tasks.stop,
         ));
     }
-    relay
+    let relay = relay
         .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>)
-        .with_lease_store(source as Arc<dyn LeaseStore>)
+        .with_lease_store(source as Arc<dyn LeaseStore>);
+    (relay, slot_watch)
 }
 
 /// Wait for a stop signal (or the relay ending on its own, which it does
-/// only when it cannot start), then stop the relay within
-/// `shutdown_timeout` and the HTTP endpoint after it.
+/// only when it cannot start, or `failure` from beside it), then stop the
+/// relay within `shutdown_timeout` and the HTTP endpoint after it. After a
+/// `failure` the relay ends with that error.
 async fn supervise(
     mut relay_task: tokio::task::JoinHandle<Result<crate::DispatchTotals, Error>>,
     stop: CancellationToken,
-    http_task: tokio::task::JoinHandle<()>,
-    http_stop: CancellationToken,
+    (http_task, http_stop): (tokio::task::JoinHandle<()>, CancellationToken),
+    failure: impl std::future::Future<Output = Error>,
     shutdown_timeout: std::time::Duration,
 ) -> Result<(), Error> {
+    let mut failed = None;
     tokio::select! {
         signalled = wait_for_signal() => signalled?,
+        error = failure => failed = Some(error),
         ended = &mut relay_task => {
             http_stop.cancel();
             stop_http_endpoint(http_task).await;
@@ -179,6 +199,9 @@ async fn supervise(
     let stopped = tokio::time::timeout(shutdown_timeout, relay_task).await;
     http_stop.cancel();
     stop_http_endpoint(http_task).await;
+    if let Some(error) = failed {
+        return Err(error);
+    }
     match stopped {
         Ok(Ok(result)) => result.map(|_| ()),
         Ok(Err(join_error)) => Err(Error::Shutdown(format!(
