@@ -208,6 +208,40 @@ fn received_of(collected: &Collected, events: &[uuid::Uuid]) -> usize {
         .count()
 }
 
+/// A SIGTERM that arrives while the relay still connects (here to a
+/// database that accepts the connection and never answers) stops it with
+/// exit 0, as in service, not by the signal's default action.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_while_starting_exits_zero() {
+    let silent_database = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a silent database");
+    let url = format!(
+        "postgres://postgres@{}/never_answers?sslmode=disable",
+        silent_database.local_addr().expect("its address")
+    );
+    let mut relay = RelayProcess::spawn(&url, "stdout", FAST_CONFIG);
+    // The relay connects only after it has started catching signals.
+    let (held_connection, _) =
+        tokio::time::timeout(Duration::from_secs(60), silent_database.accept())
+            .await
+            .unwrap_or_else(|_| panic!("the relay never connected:\n{}", relay.log()))
+            .expect("accept the relay's connection");
+    relay.signal("TERM");
+    let status = relay.wait_exit(Duration::from_secs(30));
+    drop(held_connection);
+    assert!(
+        status.is_some_and(|status| status.success()),
+        "a relay stopped while starting exits 0, not {status:?}:\n{}",
+        relay.log()
+    );
+    assert!(
+        relay.log().contains("stopped while starting"),
+        "the relay says it stopped while starting:\n{}",
+        relay.log()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_mid_batch_waits_for_the_broker_marks_the_batch_and_exits_zero() {
     // One event per aggregate: the batch goes out in one wave, all of it

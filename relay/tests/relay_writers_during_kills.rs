@@ -7,6 +7,7 @@ mod support;
 use std::time::{Duration, SystemTime};
 
 use outbox_testkit::{Collected, TestBackend, TestDatabase, kafka, rabbitmq, unique_name};
+use support::http::endpoint_address;
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use support::workload::{
     WriterPlan, check_delivery, events_without_failures, join_writers, spawn_writers,
@@ -86,6 +87,11 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
     assert!(enqueued.len() as u64 >= WRITERS * EVENTS_PER_WRITER);
 
     let mut relay = RelayProcess::spawn(db.url(), &broker.url(), FAST_CONFIG);
+    // The relays killed before may have published everything already: wait
+    // until this one has started (it logs its endpoint once it catches
+    // signals), so the SIGTERM below reaches a relay, not a process still
+    // loading.
+    endpoint_address(&relay).await;
     let drained = wait_until(Duration::from_secs(120), || async {
         published().await == enqueued.len() as i64
     })

@@ -27,6 +27,44 @@ pub(super) async fn run(
     slot: Option<SlotName>,
     skip_migrate: bool,
 ) -> Result<(), Error> {
+    let mut signals = StopSignals::catch()?;
+    let shutdown_timeout = config.shutdown_timeout;
+    let running = tokio::select! {
+        started = start(database_url, broker_url, config, slot, skip_migrate) => started?,
+        () = signals.recv() => {
+            tracing::info!("stopped while starting; nothing was claimed");
+            return Ok(());
+        }
+    };
+    supervise(
+        running.relay_task,
+        &mut signals,
+        running.stop,
+        running.http,
+        slot_failure(running.slot_watch),
+        shutdown_timeout,
+    )
+    .await
+}
+
+/// A started relay: its batch loop's task, the token that stops it, the
+/// HTTP endpoint's task and token, and the slot's watch (logical source).
+struct Running {
+    relay_task: tokio::task::JoinHandle<Result<crate::DispatchTotals, Error>>,
+    stop: CancellationToken,
+    http: (tokio::task::JoinHandle<()>, CancellationToken),
+    slot_watch: Option<tokio::task::JoinHandle<Result<(), Error>>>,
+}
+
+/// Everything before the relay runs: bind the endpoint, open the source,
+/// the publisher and the store, and spawn the batch loop.
+async fn start(
+    database_url: DatabaseUrl,
+    broker_url: BrokerUrl,
+    config: RelayConfig,
+    slot: Option<SlotName>,
+    skip_migrate: bool,
+) -> Result<Running, Error> {
     let relay_id = config.instance_id.clone().unwrap_or_else(default_relay_id);
     // Bind first: a taken port is a configuration error, reported before
     // anything connects or is claimed.
@@ -91,14 +129,12 @@ pub(super) async fn run(
         }
     };
     let relay_task = tokio::spawn(relay.run(stop.clone()));
-    supervise(
+    Ok(Running {
         relay_task,
         stop,
-        (http_task, http_stop),
-        slot_failure(slot_watch),
-        config.shutdown_timeout,
-    )
-    .await
+        http: (http_task, http_stop),
+        slot_watch,
+    })
 }
 
 /// The error that ends the relay from beside it: the slot's watch reports
@@ -176,6 +212,7 @@ fn attach_logical_source(
 /// `failure` the relay ends with that error.
 async fn supervise(
     mut relay_task: tokio::task::JoinHandle<Result<crate::DispatchTotals, Error>>,
+    signals: &mut StopSignals,
     stop: CancellationToken,
     (http_task, http_stop): (tokio::task::JoinHandle<()>, CancellationToken),
     failure: impl std::future::Future<Output = Error>,
@@ -183,7 +220,7 @@ async fn supervise(
 ) -> Result<(), Error> {
     let mut failed = None;
     tokio::select! {
-        signalled = wait_for_signal() => signalled?,
+        () = signals.recv() => {}
         error = failure => failed = Some(error),
         ended = &mut relay_task => {
             http_stop.cancel();
@@ -295,14 +332,29 @@ fn default_relay_id() -> String {
     )
 }
 
-/// Wait for SIGTERM or SIGINT.
-async fn wait_for_signal() -> Result<(), Error> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = terminate.recv() => tracing::info!(signal = "SIGTERM", "signal received"),
-        _ = interrupt.recv() => tracing::info!(signal = "SIGINT", "signal received"),
+/// SIGTERM and SIGINT, caught from the moment the relay starts: one that
+/// arrives while it connects and migrates waits for [`StopSignals::recv`],
+/// so the relay then stops as it does in service and exits 0, instead of
+/// being killed by the signal's default action.
+struct StopSignals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn catch() -> Result<Self, Error> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(StopSignals {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
     }
-    Ok(())
+
+    /// Wait for SIGTERM or SIGINT, also one caught before this call.
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => tracing::info!(signal = "SIGTERM", "signal received"),
+            _ = self.interrupt.recv() => tracing::info!(signal = "SIGINT", "signal received"),
+        }
+    }
 }
