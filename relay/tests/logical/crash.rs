@@ -8,7 +8,7 @@ use std::time::Duration;
 use outbox_testkit::{Collected, rabbitmq, unique_name};
 
 use crate::harness::LogicalDatabase;
-use crate::support::process::{FAST_CONFIG, RelayProcess, wait_until};
+use crate::support::process::{RelayProcess, wait_until};
 use crate::support::workload::{check_delivery, enqueue_events};
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -17,13 +17,7 @@ const EVENTS_PER_ROUND: u64 = 100;
 const KILLS: usize = 3;
 
 fn spawn_relay(database: &LogicalDatabase) -> RelayProcess {
-    RelayProcess::spawn_with_args(
-        database.db.url(),
-        &rabbitmq::amqp_url(),
-        FAST_CONFIG,
-        &[],
-        &["--source", "logical", "--slot", database.slot.as_str()],
-    )
+    database.spawn_relay(&rabbitmq::amqp_url())
 }
 
 fn distinct(collected: &Collected) -> usize {

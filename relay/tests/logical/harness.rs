@@ -9,6 +9,8 @@ use outbox_relay::store::OperatorStore;
 use outbox_relay::store::{ClaimedEvent, EventSource, Lease, LeaseStore, PostgresStore};
 use outbox_testkit::{ReplicationSlotGuard, TestDatabase, unique_slot_name};
 
+use crate::support::process::{FAST_CONFIG, RelayProcess};
+
 /// Waits in these tests are bounded by this; no test asserts a duration.
 pub const WAIT: Duration = Duration::from_secs(30);
 
@@ -63,6 +65,32 @@ impl LogicalDatabase {
 }
 
 impl LogicalDatabase {
+    /// `outbox-relay run --source logical` on this database and its slot,
+    /// publishing to `broker`, with the tests' fast settings.
+    pub fn spawn_relay(&self, broker: &str) -> RelayProcess {
+        RelayProcess::spawn_with_args(
+            self.db.url(),
+            broker,
+            FAST_CONFIG,
+            &[],
+            &["--source", "logical", "--slot", self.slot.as_str()],
+        )
+    }
+
+    /// `outbox-relay status --json` of this database.
+    pub fn status_json(&self) -> serde_json::Value {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
+            .args(["status", "--json", "--database-url", self.db.url()])
+            .output()
+            .expect("run status");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).expect("status JSON")
+    }
+
     /// `pg_current_wal_lsn()` as a number: a position every transaction
     /// committed so far ends before.
     pub async fn current_wal_position(&self) -> u64 {

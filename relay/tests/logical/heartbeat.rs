@@ -8,7 +8,7 @@ use outbox_testkit::{rabbitmq, unique_name};
 use sqlx::Acquire;
 
 use crate::harness::{LogicalDatabase, insert_event};
-use crate::support::process::{FAST_CONFIG, RelayProcess, wait_until};
+use crate::support::process::wait_until;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -20,13 +20,7 @@ async fn writes_to_other_tables_advance_the_slot_of_an_idle_outbox() {
     let database = LogicalDatabase::new().await;
     let exchange = unique_name("logical_heartbeat");
     let collected = rabbitmq::exchange_consumer(&exchange).await;
-    let relay = RelayProcess::spawn_with_args(
-        database.db.url(),
-        &rabbitmq::amqp_url(),
-        FAST_CONFIG,
-        &[],
-        &["--source", "logical", "--slot", database.slot.as_str()],
-    );
+    let relay = database.spawn_relay(&rabbitmq::amqp_url());
     // One event, so the relay is known to stream before the outbox goes
     // quiet.
     let mut transaction = database.db.pool().begin().await.expect("begin");

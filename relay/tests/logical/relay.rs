@@ -10,7 +10,7 @@ use outbox_testkit::{Collected, Received, kafka, rabbitmq, unique_name};
 use sqlx::{Acquire, PgPool};
 
 use crate::harness::{LogicalDatabase, insert_event};
-use crate::support::process::{FAST_CONFIG, RelayProcess, wait_until};
+use crate::support::process::{RelayProcess, wait_until};
 
 /// Bounds the waits for deliveries; no test asserts a duration.
 const DELIVERY_WAIT: Duration = Duration::from_secs(120);
@@ -20,13 +20,7 @@ const DELIVERY_WAIT: Duration = Duration::from_secs(120);
 const REVERSED_TRANSACTIONS: usize = 5;
 
 fn spawn_relay(database: &LogicalDatabase, broker: &str) -> RelayProcess {
-    RelayProcess::spawn_with_args(
-        database.db.url(),
-        broker,
-        FAST_CONFIG,
-        &[],
-        &["--source", "logical", "--slot", database.slot.as_str()],
-    )
+    database.spawn_relay(broker)
 }
 
 /// Open `REVERSED_TRANSACTIONS` transactions, insert one event (of its own

@@ -116,20 +116,6 @@ async fn a_standby_takes_the_stream_over_when_the_streaming_relay_dies() {
     assert_eq!(active, 1, "the survivor streams from the slot");
 }
 
-/// `outbox-relay status --json` of `database`.
-fn status_json(database: &LogicalDatabase) -> serde_json::Value {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
-        .args(["status", "--json", "--database-url", database.db.url()])
-        .output()
-        .expect("run status");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("status JSON")
-}
-
 /// The owner of the stream's lease (partition -1) in `status --json`.
 fn stream_lease_owner(status: &serde_json::Value) -> Option<String> {
     status["leases"]
@@ -172,11 +158,11 @@ async fn three_relays_on_one_slot_one_streams_and_a_standby_takes_over_after_sig
         "the first round arrives"
     );
     let all_up = wait_until(WAIT, || async {
-        let status = status_json(&database);
+        let status = database.status_json();
         status["live_relays"] == 3 && stream_lease_owner(&status).is_some()
     })
     .await;
-    let status = status_json(&database);
+    let status = database.status_json();
     assert!(
         all_up,
         "three relays run, one holds the stream's lease: {status}"

@@ -1,24 +1,16 @@
 //! Watching the logical source: the slot's gauges on `/metrics` and the
 //! slot in `outbox-relay status`.
 
-use std::process::Command;
-
 use sqlx::Acquire;
 
 use crate::harness::{LogicalDatabase, WAIT, insert_event};
 use crate::support::http::{endpoint_address, get, sample};
-use crate::support::process::{FAST_CONFIG, RelayProcess, wait_until};
+use crate::support::process::wait_until;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_and_status_report_the_slot() {
     let database = LogicalDatabase::new().await;
-    let relay = RelayProcess::spawn_with_args(
-        database.db.url(),
-        "stdout",
-        FAST_CONFIG,
-        &[],
-        &["--source", "logical", "--slot", database.slot.as_str()],
-    );
+    let relay = database.spawn_relay("stdout");
     let address = endpoint_address(&relay).await;
     let mut transaction = database.db.pool().begin().await.expect("begin");
     for sequence in 0..3 {
@@ -50,16 +42,7 @@ async fn metrics_and_status_report_the_slot() {
         );
     }
 
-    let output = Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
-        .args(["status", "--json", "--database-url", database.db.url()])
-        .output()
-        .expect("run status");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let status: serde_json::Value = serde_json::from_slice(&output.stdout).expect("status JSON");
+    let status = database.status_json();
     let slots = status["slots"].as_array().expect("slots");
     assert_eq!(slots.len(), 1, "{status}");
     assert_eq!(slots[0]["slot"], database.slot.as_str());

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Broker, SERVICES};
 use crate::logical_harness::LogicalDatabase;
-use crate::support::process::{FAST_CONFIG, RelayProcess, wait_until};
+use crate::support::process::{RelayProcess, wait_until};
 use crate::support::service_control::{freeze, restart_postgres};
 use crate::support::workload::{
     WriterPlan, check_delivery, committed_events, join_writers, spawn_writers,
@@ -22,13 +22,7 @@ use crate::support::workload::{
 const WAIT: Duration = Duration::from_secs(120);
 
 fn spawn_logical(database: &LogicalDatabase, broker: &str) -> RelayProcess {
-    RelayProcess::spawn_with_args(
-        database.db.url(),
-        broker,
-        FAST_CONFIG,
-        &[],
-        &["--source", "logical", "--slot", database.slot.as_str()],
-    )
+    database.spawn_relay(broker)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
