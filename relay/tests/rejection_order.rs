@@ -10,6 +10,11 @@
 //! - a later event the broker took stays published, ahead of the failed
 //!   one: logged and counted in `events_published_out_of_order_total`.
 //!
+//! The relay also sends the next batch before the broker has answered for
+//! the one in flight, so a rejection can meet its aggregate's events in the
+//! next batch too: taken ones are counted the same way, and events fetched
+//! after the rejection was recorded stay held, never sent.
+//!
 //! The behaviour is the batch loop's, the same on every store: PostgreSQL.
 
 mod support;
@@ -106,6 +111,120 @@ async fn a_rejection_in_flight_holds_refused_followers_and_counts_taken_ones() {
         counted,
         Some(2.0),
         "both followers the broker took are counted\n{metrics}"
+    );
+    assert!(
+        relay
+            .log()
+            .contains("event acknowledged after an earlier event of its aggregate"),
+        "the reordering is logged\n{}",
+        relay.log()
+    );
+    relay.kill9();
+    let connection = rabbitmq::require_rabbitmq().await;
+    rabbitmq::delete_topology(&connection, &[&format!("{exchange}.all")], &[&exchange]).await;
+}
+
+/// Enqueue, in one transaction, with two events per batch:
+/// batch 1 `[mixed returned, other-1]`, batch 2 `[mixed routed, other-3]`,
+/// then `mixed routed` and six events of other aggregates. Returns the
+/// event ids in order.
+async fn enqueue_across_batches(db: &TestDatabase<sqlx::Postgres>, exchange: &str) -> Vec<String> {
+    let message = |event_type: &str, aggregate_id: String, sequence: usize| {
+        outbox::OutboxMessage::new(
+            event_type,
+            "/shipments",
+            "shipment",
+            aggregate_id,
+            exchange,
+            serde_json::value::to_raw_value(&serde_json::json!({ "sequence": sequence }))
+                .expect("payload"),
+        )
+    };
+    let messages: Vec<_> = (0..10)
+        .map(|n| match n {
+            0 => message(RETURNED, "mixed".to_owned(), n),
+            2 | 4 => message(ROUTED, "mixed".to_owned(), n),
+            _ => message(ROUTED, format!("other-{n}"), n),
+        })
+        .collect();
+    let mut tx = db.pool().begin().await.expect("begin");
+    let ids = outbox::OutboxWriter::new()
+        .enqueue_messages(&mut tx, messages)
+        .await
+        .expect("enqueue");
+    tx.commit().await.expect("commit");
+    ids.iter().map(ToString::to_string).collect()
+}
+
+/// The refused head's retry is an hour away, so a follower of its
+/// aggregate reaches the broker only if it was in flight with the head:
+/// the one in the batch sent behind the head's batch, not the one fetched
+/// after the rejection was recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejection_meets_the_next_batch_in_flight_and_holds_what_was_not_sent() {
+    let db = outbox_testkit::postgres().await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let exchange = unique_name("reject-next-batch");
+    let consumed = rabbitmq::exchange_consumer_bound_with(&exchange, ROUTED).await;
+    let ids = enqueue_across_batches(&db, &exchange).await;
+
+    let config = FAST_CONFIG
+        .replace("batch_size = 500", "batch_size = 2")
+        .replace("base_delay = \"50ms\"", "base_delay = \"1h\"")
+        .replace("max_delay = \"200ms\"", "max_delay = \"1h\"");
+    assert_eq!(
+        config.matches("1h").count() + config.matches("batch_size = 2\n").count(),
+        3,
+        "the test sets two events per batch and an hour between attempts"
+    );
+    let relay = RelayProcess::spawn(db.url(), &rabbitmq::amqp_url(), &config);
+    let address = endpoint_address(&relay).await;
+    let others: HashSet<&String> = [1, 3, 5, 6, 7, 8, 9].iter().map(|&n| &ids[n]).collect();
+    let received = || {
+        consumed
+            .snapshot()
+            .iter()
+            .map(|message| message.ce_id.clone())
+            .collect::<HashSet<_>>()
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), || async {
+            state_of(&db, &ids[0]).await == ("pending".to_owned(), 1)
+                && others.iter().all(|id| received().contains(*id))
+        })
+        .await,
+        "the refused head waits for its retry and every other aggregate's event arrived\n{}",
+        relay.log()
+    );
+
+    assert!(
+        received().contains(&ids[2]),
+        "the follower in the batch sent behind the refused one reached the broker\n{}",
+        relay.log()
+    );
+    assert_eq!(
+        state_of(&db, &ids[2]).await.0,
+        "published",
+        "the follower taken in the batch behind stays published"
+    );
+    assert_eq!(
+        state_of(&db, &ids[4]).await,
+        ("pending".to_owned(), 0),
+        "the follower fetched after the rejection was recorded is held, unattempted"
+    );
+    assert!(
+        !received().contains(&ids[4]),
+        "the held follower was never sent"
+    );
+    let metrics = get(&address, "/metrics").await.body;
+    let counted = sample(
+        &metrics,
+        &format!("outbox_relay_events_published_out_of_order_total{{topic=\"{exchange}\"}}"),
+    );
+    assert_eq!(
+        counted,
+        Some(1.0),
+        "the follower taken in the batch behind is counted\n{metrics}"
     );
     assert!(
         relay

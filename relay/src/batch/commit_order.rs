@@ -41,8 +41,9 @@ impl Dispatcher {
 
 impl Dispatcher {
     /// `claimed` was acknowledged although an earlier event of its
-    /// aggregate failed in the same batch: both were in flight at once, so
-    /// the failed one goes out again after it. The relay cannot take a
+    /// aggregate failed in the same batch, or in the batch in flight before
+    /// it: both were in flight at once, so the failed one goes out again
+    /// after it. The relay cannot take a
     /// stored event back; it says so and counts it.
     pub(super) fn note_published_out_of_order(&mut self, claimed: &ClaimedEvent) {
         self.metrics
@@ -52,8 +53,8 @@ impl Dispatcher {
             aggregate_id = %claimed.event.aggregate_id,
             event_id = %claimed.event.event_id,
             id = claimed.event.id,
-            "event acknowledged after an earlier event of its aggregate in the same batch \
-             failed; that event is published again after it"
+            "event acknowledged after an earlier event of its aggregate failed while both \
+             were in flight; that event is published again after it"
         );
     }
 }

@@ -2,12 +2,24 @@
 //! in waves, mark the acknowledged ones published (overlapped with the next
 //! batch) and record the failures.
 //!
+//! The broker's acknowledgements of a batch are awaited only after the
+//! next batch was fetched and sent (when the publisher keeps order across
+//! sends, see [`Publisher::send`]): one batch is in flight while the next
+//! is fetched and handed over, so neither the database nor the broker
+//! waits for the other. An event of the next batch may then be
+//! acknowledged although an earlier event of its aggregate failed in the
+//! batch in flight: both were sent before the failure was known. That is
+//! the only reordering; it is logged and counted
+//! (`outbox_relay_published_out_of_order_total`), and the failed event goes
+//! out again later. Events not yet sent when a failure is known stay held.
+//!
 //! - `mod.rs`: [`Dispatcher`] and its loop.
 //! - `publish.rs`: one batch, wave by wave, and what became of each event.
+//! - `in_flight.rs`: landing a batch in flight: its acknowledgements, its
+//!   failures, its mark, and the loop's reaction to an outage.
 //! - `waves.rs`: how a batch splits into waves that keep each aggregate's
 //!   order.
-//! - `prefetch.rs`: fetching, and fetching the next batch while one
-//!   publishes, with the ids left out kept few.
+//! - `fetch.rs`: fetching, with the ids left out kept few.
 //! - `marker.rs`: marks in flight, overlapped with the next batches.
 //! - `failures.rs`: recording rejected events for retry or as dead.
 //! - `commit_order.rs`: noticing events committed out of id order.
@@ -17,9 +29,10 @@
 
 mod commit_order;
 mod failures;
+mod fetch;
 mod handover;
+mod in_flight;
 mod marker;
-mod prefetch;
 mod publish;
 mod quiet;
 pub(crate) mod waves;
@@ -39,8 +52,8 @@ use crate::retry::RetryPolicy;
 use crate::store::{ClaimedEvent, EventSource, Lease};
 use crate::wakeup::Wakeup;
 use marker::MarkInFlight;
-use prefetch::Prefetched;
-use waves::{AggregateKey, aggregate_key};
+use publish::SentBatch;
+use waves::AggregateKey;
 
 /// Settings of the batch loop.
 #[derive(Debug, Clone)]
@@ -86,8 +99,6 @@ struct LoopState {
     outage_delay: Duration,
     /// When the leases are rebalanced next.
     next_rebalance: Instant,
-    /// The next batch, fetched while the previous one was publishing.
-    prefetched: Option<Prefetched>,
 }
 
 /// The batch loop of one relay instance.
@@ -105,6 +116,12 @@ pub struct Dispatcher {
     unmarked: HashSet<i64>,
     /// Marks in flight, oldest first.
     marking: VecDeque<MarkInFlight>,
+    /// The batch sent whose last acknowledgements are still to come.
+    in_flight: Option<SentBatch>,
+    /// Aggregates with an event that failed or stayed unsent in the batch
+    /// landed last: an event of theirs acknowledged in the batch sent
+    /// behind it went out of order.
+    failed_in_last_landed: HashSet<AggregateKey>,
     /// Highest id published per aggregate, to notice events committed out
     /// of id order (see [`Dispatcher::note_commit_order`]).
     last_published: HashMap<AggregateKey, i64>,
@@ -140,6 +157,8 @@ impl Dispatcher {
             totals: DispatchTotals::default(),
             unmarked: HashSet::new(),
             marking: VecDeque::new(),
+            in_flight: None,
+            failed_in_last_landed: HashSet::new(),
             last_published: HashMap::new(),
             next_stall_check: None,
             quiet_until: None,
@@ -153,10 +172,9 @@ impl Dispatcher {
             idle_delay: self.settings.poll_interval_min,
             outage_delay: Duration::ZERO,
             next_rebalance: Instant::now(),
-            prefetched: None,
         };
         while !stop.is_cancelled() {
-            self.rebalance_if_due(&mut state).await;
+            self.rebalance_if_due(&mut state, &stop).await;
             let snapshot = self.leases.snapshot();
             self.metrics.set_leases_held(snapshot.leases.len());
             // Holding no lease, the relay has nothing to be told of: it
@@ -164,7 +182,7 @@ impl Dispatcher {
             self.keep_notifications_quiet(snapshot.leases.is_empty())
                 .await;
             if snapshot.leases.is_empty() || !snapshot.valid_for(self.settings.publish_timeout) {
-                state.prefetched = None;
+                self.land_in_flight(&mut state, &stop).await;
                 let wait = self
                     .settings
                     .poll_interval_max
@@ -176,60 +194,44 @@ impl Dispatcher {
                 continue;
             };
             let full_batch = fetched.len() as i64 >= self.settings.batch_size;
-            let fetched_count = fetched.len();
-            let (outcome, next) = if full_batch {
-                // More is waiting: fetch the next batch while this one
-                // publishes, leaving out this batch and the unmarked ones.
-                let prefetch = self.prefetch(snapshot.leases.clone(), &fetched);
-                let (outcome, (next, settled)) = tokio::join!(
-                    self.publish_batch(fetched, &snapshot.leases, &stop),
-                    prefetch
-                );
-                self.account_for_marks(settled);
-                (outcome, next)
-            } else {
-                (
-                    self.publish_batch(fetched, &snapshot.leases, &stop).await,
-                    None,
-                )
+            // Send this batch, then land the one in flight: its
+            // acknowledgements came in while this one was fetched and sent.
+            let sent = self.send_batch(fetched, snapshot.leases, &stop).await;
+            let mut landed = match self.in_flight.take() {
+                Some(previous) => Some(self.land(previous).await),
+                None => None,
             };
-            let all_unavailable = outcome.unavailable == fetched_count;
-            let unavailable_error = outcome.first_unavailable.clone();
-            if let Some(mut next) = next.filter(|_| !all_unavailable) {
-                // The prefetch ran before this batch's failures were recorded:
-                // hold back what follows a failed or unsent event here.
-                next.events
-                    .retain(|claimed| !outcome.blocked.contains(&aggregate_key(claimed)));
-                state.prefetched = Some(next).filter(|next| !next.events.is_empty());
-            }
-            self.settle(outcome, snapshot.leases).await;
-            if all_unavailable {
-                let error = unavailable_error.unwrap_or_else(|| "no event was sent".to_owned());
-                self.back_off_after_outage(&mut state, &stop, &error, fetched_count)
-                    .await;
+            let previous_failed = landed
+                .as_ref()
+                .is_some_and(|landed| landed.outage.is_some());
+            if sent.may_stay_in_flight() && !previous_failed && !stop.is_cancelled() {
+                self.in_flight = Some(sent);
             } else {
-                self.health.record_success();
-                self.next_stall_check = None;
-                state.outage_delay = Duration::ZERO;
-                self.keep_notifications_quiet(fetched_count >= quiet::QUIET_AFTER_BATCH)
-                    .await;
-                if !full_batch {
-                    self.pause(&stop, self.settings.poll_interval_min).await;
-                }
+                landed = Some(self.land(sent).await);
             }
+            let outage = match landed {
+                Some(landed) => self.react_to(landed, &mut state, &stop).await,
+                None => false,
+            };
+            if !full_batch && !outage {
+                self.pause(&stop, self.settings.poll_interval_min).await;
+            }
+        }
+        if let Some(sent) = self.in_flight.take() {
+            self.land(sent).await;
         }
         self.finish_marking().await;
         self.totals
     }
 
     /// Rebalance the leases every renewal interval, between batches.
-    async fn rebalance_if_due(&mut self, state: &mut LoopState) {
+    async fn rebalance_if_due(&mut self, state: &mut LoopState, stop: &CancellationToken) {
         if Instant::now() < state.next_rebalance {
             return;
         }
-        // Marks in flight are fenced by the leases they were fetched under:
-        // settle them before any lease is given up.
-        state.prefetched = None;
+        // The batch in flight and the marks are fenced by the leases they
+        // were fetched under: settle them before any lease is given up.
+        self.land_in_flight(state, stop).await;
         self.finish_marking().await;
         if let Err(error) = self.leases.rebalance().await {
             tracing::warn!(%error, "lease rebalance failed; retrying");
@@ -237,29 +239,31 @@ impl Dispatcher {
         state.next_rebalance = Instant::now() + self.leases.renew_interval();
     }
 
-    /// The next batch: the prefetched one when it was fetched under the
-    /// leases held now, else a fresh fetch. `None` (after a pause) when
-    /// there is nothing to publish or the fetch failed.
+    /// The next batch of the partitions of `leases`. `None` when there is
+    /// nothing to publish (after landing the batch in flight, or a pause)
+    /// or the fetch failed (after a pause).
     async fn take_batch(
         &mut self,
         state: &mut LoopState,
         leases: &[Lease],
         stop: &CancellationToken,
     ) -> Option<Vec<ClaimedEvent>> {
-        let fetched = match state.prefetched.take() {
-            Some(next) if next.leases == leases => next.events,
-            _ => {
-                let partitions: Vec<i32> = leases.iter().map(|lease| lease.partition_no).collect();
-                match self.fetch(&partitions).await {
-                    Ok(fetched) => fetched,
-                    Err(error) => {
-                        tracing::warn!(%error, "fetching pending events failed");
-                        self.pause(stop, self.settings.poll_interval_max).await;
-                        return None;
-                    }
-                }
+        let partitions: Vec<i32> = leases.iter().map(|lease| lease.partition_no).collect();
+        let fetched = match self.fetch(&partitions).await {
+            Ok(fetched) => fetched,
+            Err(error) => {
+                tracing::warn!(%error, "fetching pending events failed");
+                self.land_in_flight(state, stop).await;
+                self.pause(stop, self.settings.poll_interval_max).await;
+                return None;
             }
         };
+        if fetched.is_empty() && self.in_flight.is_some() {
+            // Caught up: land the batch in flight, then look again at once
+            // for what came in while its acknowledgements were awaited.
+            self.land_in_flight(state, stop).await;
+            return None;
+        }
         if fetched.is_empty() {
             self.health.record_idle();
             if self.polls_on_its_own() {
@@ -295,7 +299,6 @@ impl Dispatcher {
             "broker unavailable for the whole batch; backing off"
         );
         if self.stall_check_due() {
-            state.prefetched = None;
             self.handle_stall(stop, error, failing_for).await;
             state.next_rebalance = Instant::now();
             state.outage_delay = Duration::ZERO;

@@ -1,8 +1,10 @@
 //! One batch, published wave by wave: after a failure the later events of
 //! the same aggregate stay unsent; after a wave the broker could not take
-//! at all, nothing more is sent.
+//! at all, nothing more is sent. The last wave's acknowledgements may be
+//! awaited later ([`SentBatch`]), so the next batch is sent meanwhile.
 
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -10,7 +12,7 @@ use tracing::Instrument;
 
 use super::Dispatcher;
 use super::waves::{AggregateKey, aggregate_key, split_into_topic_runs, split_into_waves};
-use crate::publish::PublishFailure;
+use crate::publish::{PendingAcknowledgements, PublishFailure};
 use crate::store::{ClaimedEvent, Lease};
 
 /// What happened to the events of one batch.
@@ -26,15 +28,62 @@ pub(super) struct BatchOutcome {
     pub(super) blocked: HashSet<AggregateKey>,
 }
 
+/// A batch whose waves were sent: the outcome of the waves already
+/// acknowledged, and the last wave, its acknowledgements perhaps still to
+/// come.
+pub(super) struct SentBatch {
+    /// Every id of the batch: left out of fetches until the batch lands.
+    pub(super) ids: Vec<i64>,
+    /// The leases the batch was fetched under.
+    pub(super) leases: Vec<Lease>,
+    /// What became of the waves already acknowledged.
+    outcome: BatchOutcome,
+    /// The last wave sent, with its acknowledgements still to come. (The
+    /// mutex only makes the batch `Sync`, as the dispatcher must be; the
+    /// future is taken out whole to be awaited.)
+    tail: Option<(Vec<ClaimedEvent>, Mutex<PendingAcknowledgements>)>,
+    /// Whether the tail was handed to the broker in order with no failure
+    /// known, so a later batch may be sent behind it.
+    tail_in_order: bool,
+    /// Whether another batch was in flight when this one was sent: then
+    /// an event acknowledged here may follow a failed one there.
+    pub(super) sent_behind_another: bool,
+    wave_count: usize,
+    started: Instant,
+    span: tracing::Span,
+}
+
+impl SentBatch {
+    /// Events in the batch.
+    pub(super) fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether the next batch may be sent before this one's
+    /// acknowledgements: its last wave is in flight in order, and no event
+    /// of it has failed or been left unsent.
+    pub(super) fn may_stay_in_flight(&self) -> bool {
+        self.tail.is_some()
+            && self.tail_in_order
+            && self.outcome.blocked.is_empty()
+            && self.outcome.rejected.is_empty()
+            && self.outcome.unavailable == 0
+    }
+}
+
 impl Dispatcher {
-    /// Publish a batch in its own `batch` span, which records the batch's
-    /// counts once it is done.
-    pub(super) async fn publish_batch(
+    /// Send a batch wave by wave, in its own `batch` span. Every wave but
+    /// the last is acknowledged before the next is sent; the last one's
+    /// acknowledgements are left to [`Dispatcher::land_batch`], so the next
+    /// batch can be fetched and sent meanwhile. After a failure, the later
+    /// events of the same aggregate stay unsent; after a wave the broker
+    /// could not take at all, nothing more is sent.
+    pub(super) async fn send_batch(
         &mut self,
         batch: Vec<ClaimedEvent>,
-        leases: &[Lease],
+        leases: Vec<Lease>,
         stop: &CancellationToken,
-    ) -> BatchOutcome {
+    ) -> SentBatch {
         let span = tracing::info_span!(
             "batch",
             events = batch.len(),
@@ -44,35 +93,39 @@ impl Dispatcher {
             unavailable = tracing::field::Empty,
         );
         let started = Instant::now();
-        let outcome = self
-            .publish_waves(batch, leases, stop)
-            .instrument(span.clone())
+        let ids = batch.iter().map(|claimed| claimed.event.id).collect();
+        let mut sent = SentBatch {
+            ids,
+            leases,
+            outcome: BatchOutcome::default(),
+            tail: None,
+            tail_in_order: false,
+            sent_behind_another: self.in_flight.is_some(),
+            wave_count: 0,
+            started,
+            span: span.clone(),
+        };
+        self.send_waves(batch, &mut sent, stop)
+            .instrument(span)
             .await;
-        self.metrics.observe_batch_publish(started.elapsed());
-        span.record("published", outcome.published.len());
-        span.record("rejected", outcome.rejected.len());
-        span.record("unavailable", outcome.unavailable);
-        outcome
+        sent
     }
 
-    /// Publish a batch wave by wave. After a failure, the later events of
-    /// the same aggregate stay unsent; after a wave the broker could not
-    /// take at all, nothing more is sent.
-    async fn publish_waves(
+    /// Send the waves of `batch` into `sent`.
+    async fn send_waves(
         &mut self,
         batch: Vec<ClaimedEvent>,
-        leases: &[Lease],
+        sent: &mut SentBatch,
         stop: &CancellationToken,
-    ) -> BatchOutcome {
-        let batch_size = batch.len();
-        let started = Instant::now();
-        let mut outcome = BatchOutcome::default();
+    ) {
         let waves = if self.publisher.keeps_order() {
             split_into_topic_runs(batch)
         } else {
             split_into_waves(batch)
         };
-        let wave_count = waves.len();
+        sent.wave_count = waves.len();
+        let last_wave = waves.len().saturating_sub(1);
+        let outcome = &mut sent.outcome;
         let mut waves = waves.into_iter().enumerate();
         while let Some((wave_index, wave)) = waves.next() {
             let wave: Vec<ClaimedEvent> = wave
@@ -105,12 +158,45 @@ impl Dispatcher {
             }
             self.note_commit_order(&wave);
             let events: Vec<_> = wave.iter().map(|claimed| claimed.event.clone()).collect();
-            let results = self.publisher.publish(&events).await;
-            let wave_unavailable = self.account_for_wave(wave, results, &mut outcome);
+            let handed = Arc::clone(&self.publisher).send(events).await;
+            if wave_index == last_wave && handed.in_order_in_flight {
+                sent.tail = Some((wave, Mutex::new(handed.acknowledgements)));
+                sent.tail_in_order = true;
+                break;
+            }
+            let results = handed.acknowledgements.await;
+            let wave_unavailable = self.account_for_wave(wave, results, outcome, &HashSet::new());
             if wave_unavailable > 0 && outcome.published.is_empty() && outcome.rejected.is_empty() {
                 block_unsent(&mut outcome.blocked, &[], waves);
                 break;
             }
+        }
+    }
+
+    /// Await the acknowledgements of a sent batch's last wave and return
+    /// what became of all its events. `failed_before` are the aggregates
+    /// of the batch in flight before this one whose events failed or were
+    /// left unsent; when this batch was sent behind it, an event of theirs
+    /// acknowledged here went out of order.
+    pub(super) async fn land_batch(
+        &mut self,
+        mut sent: SentBatch,
+        failed_before: &HashSet<AggregateKey>,
+    ) -> BatchOutcome {
+        let no_failures = HashSet::new();
+        let failed_before = if sent.sent_behind_another {
+            failed_before
+        } else {
+            &no_failures
+        };
+        let batch_size = sent.ids.len();
+        let mut outcome = std::mem::take(&mut sent.outcome);
+        if let Some((wave, acknowledgements)) = sent.tail.take() {
+            let acknowledgements = acknowledgements
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner);
+            let results = acknowledgements.instrument(sent.span.clone()).await;
+            self.account_for_wave(wave, results, &mut outcome, failed_before);
         }
         // Events never sent (blocked or after an outage) count as unavailable
         // when nothing else happened, so the caller backs off.
@@ -118,14 +204,19 @@ impl Dispatcher {
         if outcome.published.is_empty() && outcome.rejected.is_empty() && outcome.unavailable > 0 {
             outcome.unavailable += batch_size - handled;
         }
+        self.metrics.observe_batch_publish(sent.started.elapsed());
+        sent.span.record("published", outcome.published.len());
+        sent.span.record("rejected", outcome.rejected.len());
+        sent.span.record("unavailable", outcome.unavailable);
         tracing::debug!(
+            parent: &sent.span,
             events = batch_size,
-            waves = wave_count,
+            waves = sent.wave_count,
             published = outcome.published.len(),
             rejected = outcome.rejected.len(),
             unavailable = outcome.unavailable,
-            leases = leases.len(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
+            leases = sent.leases.len(),
+            elapsed_ms = sent.started.elapsed().as_millis() as u64,
             "batch published"
         );
         outcome
@@ -135,32 +226,35 @@ impl Dispatcher {
 impl Dispatcher {
     /// Count and sort what the broker answered for each event of a wave;
     /// returns how many events it could not take.
+    ///
+    /// `failed_before` are aggregates with an event that failed in the
+    /// batch sent before this one, while this one was already in flight.
     fn account_for_wave(
         &mut self,
         wave: Vec<ClaimedEvent>,
         results: Vec<Result<(), PublishFailure>>,
         outcome: &mut BatchOutcome,
+        failed_before: &HashSet<AggregateKey>,
     ) -> usize {
         let acknowledged_at = chrono::Utc::now();
         let mut unavailable = 0;
         for (claimed, result) in wave.into_iter().zip(results) {
+            let key = aggregate_key(&claimed);
             let Err(failure) = result else {
-                if outcome.blocked.contains(&aggregate_key(&claimed)) {
+                if outcome.blocked.contains(&key) || failed_before.contains(&key) {
                     self.note_published_out_of_order(&claimed);
                 }
                 self.metrics.record_published(&claimed.event.topic, 1);
                 self.metrics
                     .observe_commit_to_ack(claimed.event.created_at, acknowledged_at);
                 let published_id = claimed.event.id;
-                let highest = self
-                    .last_published
-                    .entry(aggregate_key(&claimed))
-                    .or_insert(published_id);
+                let highest = self.last_published.entry(key).or_insert(published_id);
                 *highest = (*highest).max(published_id);
                 outcome.published.push(published_id);
                 continue;
             };
-            let follows_a_failure = !outcome.blocked.insert(aggregate_key(&claimed));
+            let failed_earlier = failed_before.contains(&key);
+            let follows_a_failure = !outcome.blocked.insert(key) || failed_earlier;
             if let PublishFailure::Held(_) = failure {
                 // Never sent: it waits for the failed event before it.
                 continue;

@@ -1,5 +1,7 @@
 //! Publishing to brokers: the [`Publisher`] trait and its implementations.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 
 use crate::OutboundEvent;
@@ -59,6 +61,42 @@ impl std::fmt::Display for PublishFailure {
     }
 }
 
+/// The acknowledgements of events already handed to the broker client:
+/// one outcome per event, in the order they were given.
+pub type PendingAcknowledgements = BoxFuture<'static, Vec<Result<(), PublishFailure>>>;
+
+/// Events handed to the broker client, their acknowledgements still to
+/// come (see [`Publisher::send`]).
+pub struct SentEvents {
+    /// Resolves to one outcome per event, as [`Publisher::publish`] does.
+    pub acknowledgements: PendingAcknowledgements,
+    /// Whether every event was handed to the broker client, in order, with
+    /// no failure known yet: events sent after them are then stored after
+    /// them, so the caller may send more before awaiting
+    /// [`SentEvents::acknowledgements`]. False when some event already
+    /// failed, or when the acknowledgements were awaited before returning.
+    pub in_order_in_flight: bool,
+}
+
+impl SentEvents {
+    /// Outcomes already known: nothing is left in flight.
+    pub fn settled(outcomes: Vec<Result<(), PublishFailure>>) -> Self {
+        SentEvents {
+            acknowledgements: Box::pin(std::future::ready(outcomes)),
+            in_order_in_flight: false,
+        }
+    }
+}
+
+impl std::fmt::Debug for SentEvents {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SentEvents")
+            .field("in_order_in_flight", &self.in_order_in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A broker client that publishes outbox events.
 ///
 /// Implementations send the whole slice before awaiting any
@@ -76,6 +114,36 @@ pub trait Publisher: Send + Sync {
         &'a self,
         events: &'a [OutboundEvent],
     ) -> BoxFuture<'a, Vec<Result<(), PublishFailure>>>;
+
+    /// Hand `events` to the broker client in order and return once each is
+    /// handed over (or failed), with their acknowledgements still to come.
+    ///
+    /// This lets the relay send the next batch while the broker confirms
+    /// this one. An implementation that returns
+    /// [`SentEvents::in_order_in_flight`] true promises that events given
+    /// to a later `send` on the same publisher are stored after these ones
+    /// (one Kafka producer, one AMQP channel), and that a client failure
+    /// that loses these events also fails the later ones.
+    ///
+    /// The default publishes the whole slice with [`Publisher::publish`]
+    /// and returns its outcomes, settled.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use outbox_relay::publish::{Publisher, StdoutPublisher};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let publisher: Arc<dyn Publisher> = Arc::new(StdoutPublisher::with_writer(Vec::new()));
+    /// let sent = Arc::clone(&publisher).send(Vec::new()).await;
+    /// assert!(sent.acknowledgements.await.is_empty());
+    /// # });
+    /// ```
+    fn send(self: Arc<Self>, events: Vec<OutboundEvent>) -> BoxFuture<'static, SentEvents>
+    where
+        Self: 'static,
+    {
+        Box::pin(async move { SentEvents::settled(self.publish(&events).await) })
+    }
 
     /// Whether the client currently holds a live broker connection (for
     /// readiness reporting).

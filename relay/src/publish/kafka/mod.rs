@@ -59,7 +59,7 @@ pub use config::KafkaPublisherConfig;
 pub(crate) use guarantee::check_client_option;
 
 use crate::OutboundEvent;
-use crate::publish::{PublishFailure, Publisher};
+use crate::publish::{PendingAcknowledgements, PublishFailure, Publisher, SentEvents};
 use client::{RelayProducer, create_producer};
 use send::DELIVERY_GRACE;
 
@@ -139,6 +139,19 @@ impl Publisher for KafkaPublisher {
         events: &'a [OutboundEvent],
     ) -> BoxFuture<'a, Vec<Result<(), PublishFailure>>> {
         Box::pin(self.publish_batch(events))
+    }
+
+    fn send(self: Arc<Self>, events: Vec<OutboundEvent>) -> BoxFuture<'static, SentEvents> {
+        Box::pin(async move {
+            let batch = self.hand_over(&events).await;
+            let in_order_in_flight = batch.no_failure_yet();
+            let acknowledgements: PendingAcknowledgements =
+                Box::pin(async move { self.await_reports(batch, &events).await });
+            SentEvents {
+                acknowledgements,
+                in_order_in_flight,
+            }
+        })
     }
 
     fn is_connected(&self) -> bool {

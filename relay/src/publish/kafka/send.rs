@@ -1,5 +1,9 @@
-//! The publish of one batch: every record is handed to librdkafka first,
-//! then every delivery report is awaited, all under one deadline.
+//! The publish of one batch: every record is handed to librdkafka first
+//! ([`KafkaPublisher::hand_over`]), then every delivery report is awaited
+//! ([`KafkaPublisher::await_reports`]), all under one deadline. The two
+//! halves are separate so the relay can hand the next batch over while
+//! this one's reports are awaited: one producer keeps the records of a key
+//! in the order they were handed over, across batches too.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
@@ -28,12 +32,24 @@ const QUEUE_FULL_PAUSE: Duration = Duration::from_millis(10);
 /// A batch on its way: each event's outcome once it is known, and the
 /// records handed to librdkafka whose delivery report is still awaited,
 /// oldest first.
-struct Batch<'a> {
-    events: &'a [OutboundEvent],
+pub(super) struct Batch {
     outcomes: Vec<Option<Result<(), PublishFailure>>>,
     in_flight: VecDeque<(usize, DeliveryFuture)>,
     /// When the batch stops waiting for delivery reports.
     deadline: Instant,
+    /// The producer the records were handed to.
+    producer: RelayProducer,
+}
+
+impl Batch {
+    /// Whether no event of the batch has failed so far: every record was
+    /// handed over, or already acknowledged.
+    pub(super) fn no_failure_yet(&self) -> bool {
+        !self
+            .outcomes
+            .iter()
+            .any(|outcome| matches!(outcome, Some(Err(_))))
+    }
 }
 
 impl KafkaPublisher {
@@ -42,6 +58,13 @@ impl KafkaPublisher {
         &self,
         events: &[OutboundEvent],
     ) -> Vec<Result<(), PublishFailure>> {
+        let batch = self.hand_over(events).await;
+        self.await_reports(batch, events).await
+    }
+
+    /// Hand the record of every event to librdkafka, in order; an event
+    /// that fails before it is handed over holds its key's later ones.
+    pub(super) async fn hand_over(&self, events: &[OutboundEvent]) -> Batch {
         let mut outcomes = vec![None; events.len()];
         let cloud_events = cloud_events(events, &mut outcomes);
 
@@ -53,12 +76,11 @@ impl KafkaPublisher {
             .collect();
         let topic_failures = self.resolve_topics(topics).await;
 
-        let producer = self.producer();
         let mut batch = Batch {
-            events,
             outcomes,
             in_flight: VecDeque::with_capacity(events.len()),
             deadline: Instant::now() + self.delivery_wait,
+            producer: self.producer(),
         };
         // Records of one key go to one partition in the order they are
         // handed over; one that fails before that holds its key's later ones.
@@ -81,14 +103,25 @@ impl KafkaPublisher {
                 .key(event.aggregate_id.as_str())
                 .payload(event.payload.as_str())
                 .headers(kafka_headers(cloud_event, event));
-            self.send_record(&producer, &mut batch, index, record).await;
+            self.send_record(&mut batch, events, index, record).await;
             if matches!(batch.outcomes[index], Some(Err(_))) {
                 holds.note_failure(event);
             }
         }
-        while self.await_oldest(&mut batch).await {}
+        batch
+    }
 
-        self.replace_broken_producer(&producer);
+    /// Await the delivery report of every record of `batch` (handed over
+    /// from `events`), replace the producer if the broker said its state is
+    /// broken, and return one outcome per event, in order.
+    pub(super) async fn await_reports(
+        &self,
+        mut batch: Batch,
+        events: &[OutboundEvent],
+    ) -> Vec<Result<(), PublishFailure>> {
+        while self.await_oldest(&mut batch, events).await {}
+
+        self.replace_broken_producer(&batch.producer);
 
         batch
             .outcomes
@@ -108,13 +141,13 @@ impl KafkaPublisher {
     /// deadline; a send that fails sets the event's outcome.
     async fn send_record(
         &self,
-        producer: &RelayProducer,
-        batch: &mut Batch<'_>,
+        batch: &mut Batch,
+        events: &[OutboundEvent],
         index: usize,
         mut record: FutureRecord<'_, str, str>,
     ) {
         loop {
-            match producer.send_result(record) {
+            match batch.producer.send_result(record) {
                 Ok(delivery) => {
                     batch.in_flight.push_back((index, delivery));
                     return;
@@ -128,12 +161,12 @@ impl KafkaPublisher {
                         )));
                         return;
                     }
-                    if !self.await_oldest(batch).await {
+                    if !self.await_oldest(batch, events).await {
                         tokio::time::sleep(QUEUE_FULL_PAUSE).await;
                     }
                 }
                 Err((error, _)) => {
-                    batch.outcomes[index] = Some(Err(self.classify(&error, &batch.events[index])));
+                    batch.outcomes[index] = Some(Err(self.classify(&error, &events[index])));
                     return;
                 }
             }
@@ -142,11 +175,11 @@ impl KafkaPublisher {
 
     /// Await the delivery report of the batch's oldest record in flight and
     /// set its outcome; false when none is in flight.
-    async fn await_oldest(&self, batch: &mut Batch<'_>) -> bool {
+    async fn await_oldest(&self, batch: &mut Batch, events: &[OutboundEvent]) -> bool {
         let Some((index, delivery)) = batch.in_flight.pop_front() else {
             return false;
         };
-        let event = &batch.events[index];
+        let event = &events[index];
         let outcome = self.await_delivery(delivery, batch.deadline, event).await;
         batch.outcomes[index] = Some(outcome);
         true

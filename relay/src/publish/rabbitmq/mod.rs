@@ -53,7 +53,7 @@ pub use config::RabbitMqPublisherConfig;
 
 use crate::OutboundEvent;
 use crate::mask_password;
-use crate::publish::{PublishFailure, Publisher};
+use crate::publish::{PendingAcknowledgements, PublishFailure, Publisher, SentEvents};
 use connection::Session;
 
 /// Publishes outbox events to RabbitMQ (see the module documentation).
@@ -131,6 +131,19 @@ impl Publisher for RabbitMqPublisher {
         events: &'a [OutboundEvent],
     ) -> BoxFuture<'a, Vec<Result<(), PublishFailure>>> {
         Box::pin(self.publish_batch(events))
+    }
+
+    fn send(self: Arc<Self>, events: Vec<OutboundEvent>) -> BoxFuture<'static, SentEvents> {
+        Box::pin(async move {
+            let batch = self.hand_over(&events).await;
+            let in_order_in_flight = batch.no_failure_yet();
+            let acknowledgements: PendingAcknowledgements =
+                Box::pin(async move { self.await_confirms(batch, &events).await });
+            SentEvents {
+                acknowledgements,
+                in_order_in_flight,
+            }
+        })
     }
 
     fn is_connected(&self) -> bool {

@@ -1,16 +1,21 @@
 //! The publish of one batch on a channel in confirm mode: every message is
-//! sent, then every confirm awaited, all under one deadline. An event
+//! sent ([`RabbitMqPublisher::hand_over`]), then every confirm awaited
+//! ([`RabbitMqPublisher::await_confirms`]), all under one deadline. The
+//! two halves are separate so the relay can send the next batch, on the
+//! same channel and so behind this one, while this one's confirms are
+//! awaited. An event
 //! counts as published only on an Ack without a returned message; returned
 //! messages are matched to their event by `message_id`.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use lapin::options::BasicPublishOptions;
 use lapin::{Channel, Confirmation, PublisherConfirm};
 use tokio::time::Instant;
 
 use super::RabbitMqPublisher;
-use super::connection::close_channel;
+use super::connection::{Session, close_channel};
 use super::message::Message;
 use crate::OutboundEvent;
 use crate::publish::{AggregateHolds, PublishFailure};
@@ -36,14 +41,40 @@ enum Slot {
 
 /// A batch on its channel: each event's outcome once it is known, the
 /// confirms still awaited, and what the publish has left of the channel.
-struct OnChannel<'a> {
-    events: &'a [OutboundEvent],
+pub(super) struct OnChannel {
     outcomes: Vec<Option<Result<(), PublishFailure>>>,
     confirms: Vec<(usize, PublisherConfirm)>,
     channel_state: ChannelState,
     /// One bound for sending and confirming: a send can block too, when
     /// the socket stops draining (a dead peer, a blocked connection).
     deadline: Instant,
+    /// The channel the messages went out on, and its session; none when
+    /// nothing was sent.
+    channel: Option<(Arc<Session>, Channel)>,
+}
+
+impl OnChannel {
+    /// A batch none of whose messages was sent: these are its outcomes.
+    fn unsent(outcomes: Vec<Result<(), PublishFailure>>) -> Self {
+        OnChannel {
+            outcomes: outcomes.into_iter().map(Some).collect(),
+            confirms: Vec::new(),
+            channel_state: ChannelState::Healthy,
+            deadline: Instant::now(),
+            channel: None,
+        }
+    }
+
+    /// Whether every message was sent on a channel that is still healthy
+    /// and no event has failed so far: a later batch sent on the same
+    /// channel is stored after this one.
+    pub(super) fn no_failure_yet(&self) -> bool {
+        self.channel_state == ChannelState::Healthy
+            && !self
+                .outcomes
+                .iter()
+                .any(|outcome| matches!(outcome, Some(Err(_))))
+    }
 }
 
 /// Returned (unroutable) messages by `message_id`: reply code and text.
@@ -55,6 +86,14 @@ impl RabbitMqPublisher {
         &self,
         events: &[OutboundEvent],
     ) -> Vec<Result<(), PublishFailure>> {
+        let batch = self.hand_over(events).await;
+        self.await_confirms(batch, events).await
+    }
+
+    /// Send the message of every event on one channel, in order, keeping
+    /// their confirms. A channel still healthy afterwards goes back to the
+    /// pool at once, so the next batch is sent on it, behind this one.
+    pub(super) async fn hand_over(&self, events: &[OutboundEvent]) -> OnChannel {
         let mut slots: Vec<Slot> = events
             .iter()
             .map(|event| match self.prepare(event) {
@@ -63,12 +102,12 @@ impl RabbitMqPublisher {
             })
             .collect();
         if !slots.iter().any(|slot| matches!(slot, Slot::Ready(_))) {
-            return finish(slots);
+            return OnChannel::unsent(finish(slots));
         }
 
         let session = match self.session().await {
             Ok(session) => session,
-            Err(failure) => return fail_ready(slots, &failure),
+            Err(failure) => return OnChannel::unsent(fail_ready(slots, &failure)),
         };
 
         let exchanges: HashSet<&str> = events
@@ -94,57 +133,64 @@ impl RabbitMqPublisher {
             }
         }
         if !slots.iter().any(|slot| matches!(slot, Slot::Ready(_))) {
-            return finish(slots);
+            return OnChannel::unsent(finish(slots));
         }
 
         let channel = match self.take_channel(&session).await {
             Ok(channel) => channel,
-            Err(failure) => return fail_ready(slots, &failure),
+            Err(failure) => return OnChannel::unsent(fail_ready(slots, &failure)),
         };
-
-        let (outcomes, channel_state) = self.publish_on(&channel, events, slots).await;
-        match channel_state {
-            ChannelState::Healthy => self.return_channel(&session, channel),
-            ChannelState::Broken => close_channel(&channel).await,
-            ChannelState::Stuck => {
-                // A connection that took no message or gave no confirm in
-                // time (blocked by the broker, or its peer gone silent) may
-                // never recover: the next publish opens a new one.
-                let blocked = session.connection.status().blocked();
-                self.discard_session(
-                    &session,
-                    if blocked {
-                        "the broker blocked the connection and it did not unblock within confirm_timeout"
-                    } else {
-                        "no message was taken or confirmed within confirm_timeout"
-                    },
-                );
-            }
-        }
-        outcomes
-    }
-
-    /// Send every ready message on `channel`, then await every confirm.
-    /// Returns the outcomes and what is left of the channel.
-    async fn publish_on(
-        &self,
-        channel: &Channel,
-        events: &[OutboundEvent],
-        slots: Vec<Slot>,
-    ) -> (Vec<Result<(), PublishFailure>>, ChannelState) {
         let mut batch = OnChannel {
-            events,
             outcomes: Vec::with_capacity(events.len()),
             confirms: Vec::new(),
             channel_state: ChannelState::Healthy,
             deadline: Instant::now() + self.config.confirm_timeout,
+            channel: None,
         };
-        self.send_messages(channel, &mut batch, slots).await;
-        let returned = self.await_confirms(&mut batch).await;
-        if !returned.is_empty() {
-            self.reject_returned(&mut batch, &returned);
+        self.send_messages(&channel, &mut batch, events, slots)
+            .await;
+        if batch.channel_state == ChannelState::Healthy {
+            self.return_channel(&session, channel.clone());
         }
-        let outcomes = batch
+        batch.channel = Some((session, channel));
+        batch
+    }
+
+    /// Await the confirm of every message of `batch` (sent from `events`),
+    /// then deal with what the publish left of the channel: close a broken
+    /// one, drop a stuck connection. Returns one outcome per event, in
+    /// order.
+    pub(super) async fn await_confirms(
+        &self,
+        mut batch: OnChannel,
+        events: &[OutboundEvent],
+    ) -> Vec<Result<(), PublishFailure>> {
+        let returned = self.await_each_confirm(&mut batch, events).await;
+        if !returned.is_empty() {
+            self.reject_returned(&mut batch, events, &returned);
+        }
+        if let Some((session, channel)) = &batch.channel {
+            match batch.channel_state {
+                ChannelState::Healthy => {}
+                ChannelState::Broken => close_channel(channel).await,
+                ChannelState::Stuck => {
+                    // A connection that took no message or gave no confirm
+                    // in time (blocked by the broker, or its peer gone
+                    // silent) may never recover: the next publish opens a
+                    // new one.
+                    let blocked = session.connection.status().blocked();
+                    self.discard_session(
+                        session,
+                        if blocked {
+                            "the broker blocked the connection and it did not unblock within confirm_timeout"
+                        } else {
+                            "no message was taken or confirmed within confirm_timeout"
+                        },
+                    );
+                }
+            }
+        }
+        batch
             .outcomes
             .into_iter()
             .map(|outcome| {
@@ -154,18 +200,22 @@ impl RabbitMqPublisher {
                     ))
                 })
             })
-            .collect();
-        (outcomes, batch.channel_state)
+            .collect()
     }
 
     /// Send the message of every ready slot, in order, and keep its confirm;
     /// once the channel fails, the messages after it are not sent.
-    async fn send_messages(&self, channel: &Channel, batch: &mut OnChannel<'_>, slots: Vec<Slot>) {
+    async fn send_messages(
+        &self,
+        channel: &Channel,
+        batch: &mut OnChannel,
+        events: &[OutboundEvent],
+        slots: Vec<Slot>,
+    ) {
         let options = BasicPublishOptions {
             mandatory: true,
             immediate: false,
         };
-        let events = batch.events;
         for (index, (slot, event)) in slots.into_iter().zip(events).enumerate() {
             let message = match slot {
                 Slot::Done(outcome) => {
@@ -213,9 +263,12 @@ impl RabbitMqPublisher {
 
     /// Await the confirm of every sent message and set its outcome; returns
     /// the messages the broker returned as unroutable.
-    async fn await_confirms(&self, batch: &mut OnChannel<'_>) -> Returned {
+    async fn await_each_confirm(
+        &self,
+        batch: &mut OnChannel,
+        events: &[OutboundEvent],
+    ) -> Returned {
         let mut returned = Returned::new();
-        let events = batch.events;
         for (index, confirm) in std::mem::take(&mut batch.confirms) {
             let event = &events[index];
             let outcome = match tokio::time::timeout_at(batch.deadline, confirm).await {
@@ -280,8 +333,13 @@ impl RabbitMqPublisher {
 
     /// Turn the acknowledged events whose message came back unroutable
     /// into rejections.
-    fn reject_returned(&self, batch: &mut OnChannel<'_>, returned: &Returned) {
-        for (outcome, event) in batch.outcomes.iter_mut().zip(batch.events) {
+    fn reject_returned(
+        &self,
+        batch: &mut OnChannel,
+        events: &[OutboundEvent],
+        returned: &Returned,
+    ) {
+        for (outcome, event) in batch.outcomes.iter_mut().zip(events) {
             if !matches!(outcome, Some(Ok(()))) {
                 continue;
             }
