@@ -2,21 +2,24 @@
 //! in waves, mark the acknowledged ones published (overlapped with the next
 //! batch) and record the failures.
 //!
-//! The broker's acknowledgements of a batch are awaited only after the
-//! next batch was fetched and sent (when the publisher keeps order across
-//! sends, see [`Publisher::send`]): one batch is in flight while the next
-//! is fetched and handed over, so neither the database nor the broker
-//! waits for the other. An event of the next batch may then be
-//! acknowledged although an earlier event of its aggregate failed in the
-//! batch in flight: both were sent before the failure was known. That is
-//! the only reordering; it is logged and counted
-//! (`outbox_relay_published_out_of_order_total`), and the failed event goes
-//! out again later. Events not yet sent when a failure is known stay held.
+//! The broker's acknowledgements of a batch are not awaited before the
+//! next batch is fetched and sent (when the publisher keeps order across
+//! sends, see [`Publisher::send`]): batches stay in flight while the next
+//! ones are fetched and handed over, so neither the database nor the
+//! broker waits for the other, and a pause in the broker's confirms does
+//! not hold up new events. An event may then be acknowledged although an
+//! earlier event of its aggregate failed in a batch in flight before it:
+//! both were sent before the failure was known. That is the only
+//! reordering; it is logged and counted
+//! (`outbox_relay_events_published_out_of_order_total`), and the failed
+//! event goes out again later. Events not yet sent when a failure is known
+//! stay held.
 //!
 //! - `mod.rs`: [`Dispatcher`] and its loop.
 //! - `publish.rs`: one batch, wave by wave, and what became of each event.
-//! - `in_flight.rs`: landing a batch in flight: its acknowledgements, its
-//!   failures, its mark, and the loop's reaction to an outage.
+//! - `in_flight.rs`: the batches in flight, and landing them: their
+//!   acknowledgements, failures and marks, and the loop's reaction to an
+//!   outage.
 //! - `waves.rs`: how a batch splits into waves that keep each aggregate's
 //!   order.
 //! - `fetch.rs`: fetching, with the ids left out kept few.
@@ -116,12 +119,19 @@ pub struct Dispatcher {
     unmarked: HashSet<i64>,
     /// Marks in flight, oldest first.
     marking: VecDeque<MarkInFlight>,
-    /// The batch sent whose last acknowledgements are still to come.
-    in_flight: Option<SentBatch>,
-    /// Aggregates with an event that failed or stayed unsent in the batch
-    /// landed last: an event of theirs acknowledged in the batch sent
-    /// behind it went out of order.
-    failed_in_last_landed: HashSet<AggregateKey>,
+    /// Batches sent whose last acknowledgements are still to come, oldest
+    /// first (see `in_flight.rs`).
+    in_flight: VecDeque<SentBatch>,
+    /// Batches landed so far.
+    landed_count: u64,
+    /// Per landed batch still of interest (by its landing number), the
+    /// aggregates with an event that failed or stayed unsent: an event of
+    /// theirs acknowledged in a batch sent before it landed went out of
+    /// order.
+    landed_failures: VecDeque<(u64, HashSet<AggregateKey>)>,
+    /// While a fetch runs: how many batches had landed when it started (it
+    /// must not return events of aggregates that failed since).
+    fetch_started_after: Option<u64>,
     /// Highest id published per aggregate, to notice events committed out
     /// of id order (see [`Dispatcher::note_commit_order`]).
     last_published: HashMap<AggregateKey, i64>,
@@ -157,8 +167,10 @@ impl Dispatcher {
             totals: DispatchTotals::default(),
             unmarked: HashSet::new(),
             marking: VecDeque::new(),
-            in_flight: None,
-            failed_in_last_landed: HashSet::new(),
+            in_flight: VecDeque::new(),
+            landed_count: 0,
+            landed_failures: VecDeque::new(),
+            fetch_started_after: None,
             last_published: HashMap::new(),
             next_stall_check: None,
             quiet_until: None,
@@ -182,7 +194,7 @@ impl Dispatcher {
             self.keep_notifications_quiet(snapshot.leases.is_empty())
                 .await;
             if snapshot.leases.is_empty() || !snapshot.valid_for(self.settings.publish_timeout) {
-                self.land_in_flight(&mut state, &stop).await;
+                self.land_all(&mut state, &stop).await;
                 let wait = self
                     .settings
                     .poll_interval_max
@@ -194,30 +206,22 @@ impl Dispatcher {
                 continue;
             };
             let full_batch = fetched.len() as i64 >= self.settings.batch_size;
-            // Send this batch, then land the one in flight: its
-            // acknowledgements came in while this one was fetched and sent.
+            // Send this batch behind the ones in flight, then land those
+            // the broker has answered for meanwhile.
             let sent = self.send_batch(fetched, snapshot.leases, &stop).await;
-            let mut landed = match self.in_flight.take() {
-                Some(previous) => Some(self.land(previous).await),
-                None => None,
-            };
-            let previous_failed = landed
-                .as_ref()
-                .is_some_and(|landed| landed.outage.is_some());
-            if sent.may_stay_in_flight() && !previous_failed && !stop.is_cancelled() {
-                self.in_flight = Some(sent);
+            let keep_sending = sent.may_stay_in_flight() && !stop.is_cancelled();
+            self.in_flight.push_back(sent);
+            let outage = if keep_sending {
+                self.land_answered(&mut state, &stop).await
             } else {
-                landed = Some(self.land(sent).await);
-            }
-            let outage = match landed {
-                Some(landed) => self.react_to(landed, &mut state, &stop).await,
-                None => false,
+                // A failure is known already: land everything first.
+                self.land_all(&mut state, &stop).await
             };
             if !full_batch && !outage {
                 self.pause(&stop, self.settings.poll_interval_min).await;
             }
         }
-        if let Some(sent) = self.in_flight.take() {
+        while let Some(sent) = self.in_flight.pop_front() {
             self.land(sent).await;
         }
         self.finish_marking().await;
@@ -231,7 +235,7 @@ impl Dispatcher {
         }
         // The batch in flight and the marks are fenced by the leases they
         // were fetched under: settle them before any lease is given up.
-        self.land_in_flight(state, stop).await;
+        self.land_all(state, stop).await;
         self.finish_marking().await;
         if let Err(error) = self.leases.rebalance().await {
             tracing::warn!(%error, "lease rebalance failed; retrying");
@@ -249,19 +253,19 @@ impl Dispatcher {
         stop: &CancellationToken,
     ) -> Option<Vec<ClaimedEvent>> {
         let partitions: Vec<i32> = leases.iter().map(|lease| lease.partition_no).collect();
-        let fetched = match self.fetch(&partitions).await {
+        let fetched = match self.fetch(&partitions, state, stop).await {
             Ok(fetched) => fetched,
             Err(error) => {
                 tracing::warn!(%error, "fetching pending events failed");
-                self.land_in_flight(state, stop).await;
+                self.land_all(state, stop).await;
                 self.pause(stop, self.settings.poll_interval_max).await;
                 return None;
             }
         };
-        if fetched.is_empty() && self.in_flight.is_some() {
-            // Caught up: land the batch in flight, then look again at once
-            // for what came in while its acknowledgements were awaited.
-            self.land_in_flight(state, stop).await;
+        if fetched.is_empty() && !self.in_flight.is_empty() {
+            // Caught up: wait for the broker's answers or for new events,
+            // then look again.
+            self.wait_for_answers(state, stop).await;
             return None;
         }
         if fetched.is_empty() {

@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use futures::FutureExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -38,22 +39,63 @@ pub(super) struct SentBatch {
     pub(super) leases: Vec<Lease>,
     /// What became of the waves already acknowledged.
     outcome: BatchOutcome,
-    /// The last wave sent, with its acknowledgements still to come. (The
-    /// mutex only makes the batch `Sync`, as the dispatcher must be; the
-    /// future is taken out whole to be awaited.)
-    tail: Option<(Vec<ClaimedEvent>, Mutex<PendingAcknowledgements>)>,
+    /// The last wave sent, with its acknowledgements.
+    tail: Option<(Vec<ClaimedEvent>, Tail)>,
     /// Whether the tail was handed to the broker in order with no failure
     /// known, so a later batch may be sent behind it.
     tail_in_order: bool,
-    /// Whether another batch was in flight when this one was sent: then
-    /// an event acknowledged here may follow a failed one there.
-    pub(super) sent_behind_another: bool,
+    /// How many batches had landed when this one was sent: an event
+    /// acknowledged here may follow a failed one of a batch that landed
+    /// later.
+    pub(super) landed_before_send: u64,
     wave_count: usize,
     started: Instant,
     span: tracing::Span,
 }
 
+/// The acknowledgements of a batch's last wave.
+enum Tail {
+    /// Still to come. (The mutex only makes the batch `Sync`, as the
+    /// dispatcher must be; the future is polled through `get_mut`.)
+    Pending(Mutex<PendingAcknowledgements>),
+    /// Every one arrived.
+    Answered(Vec<Result<(), PublishFailure>>),
+}
+
 impl SentBatch {
+    /// Wait until the broker has answered for every event sent. Cancel
+    /// safe: dropped before the end, the batch keeps waiting where it was.
+    pub(super) async fn answered(&mut self) {
+        if let Some((_, Tail::Pending(acknowledgements))) = &mut self.tail {
+            let acknowledgements = acknowledgements
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner);
+            let results = acknowledgements.await;
+            if let Some((_, tail)) = &mut self.tail {
+                *tail = Tail::Answered(results);
+            }
+        }
+    }
+
+    /// Whether the broker has answered for every event sent, without
+    /// waiting.
+    pub(super) fn is_answered(&mut self) -> bool {
+        if let Some((_, Tail::Pending(acknowledgements))) = &mut self.tail {
+            let acknowledgements = acknowledgements
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner);
+            match acknowledgements.now_or_never() {
+                Some(results) => {
+                    if let Some((_, tail)) = &mut self.tail {
+                        *tail = Tail::Answered(results);
+                    }
+                }
+                None => return false,
+            }
+        }
+        true
+    }
+
     /// Events in the batch.
     pub(super) fn len(&self) -> usize {
         self.ids.len()
@@ -100,7 +142,7 @@ impl Dispatcher {
             outcome: BatchOutcome::default(),
             tail: None,
             tail_in_order: false,
-            sent_behind_another: self.in_flight.is_some(),
+            landed_before_send: self.landed_count,
             wave_count: 0,
             started,
             span: span.clone(),
@@ -160,7 +202,7 @@ impl Dispatcher {
             let events: Vec<_> = wave.iter().map(|claimed| claimed.event.clone()).collect();
             let handed = Arc::clone(&self.publisher).send(events).await;
             if wave_index == last_wave && handed.in_order_in_flight {
-                sent.tail = Some((wave, Mutex::new(handed.acknowledgements)));
+                sent.tail = Some((wave, Tail::Pending(Mutex::new(handed.acknowledgements))));
                 sent.tail_in_order = true;
                 break;
             }
@@ -175,27 +217,19 @@ impl Dispatcher {
 
     /// Await the acknowledgements of a sent batch's last wave and return
     /// what became of all its events. `failed_before` are the aggregates
-    /// of the batch in flight before this one whose events failed or were
-    /// left unsent; when this batch was sent behind it, an event of theirs
-    /// acknowledged here went out of order.
+    /// with an event that failed or stayed unsent in the batches that
+    /// landed after this one was sent: an event of theirs acknowledged here
+    /// went out of order.
     pub(super) async fn land_batch(
         &mut self,
         mut sent: SentBatch,
         failed_before: &HashSet<AggregateKey>,
     ) -> BatchOutcome {
-        let no_failures = HashSet::new();
-        let failed_before = if sent.sent_behind_another {
-            failed_before
-        } else {
-            &no_failures
-        };
         let batch_size = sent.ids.len();
+        let span = sent.span.clone();
+        sent.answered().instrument(span).await;
         let mut outcome = std::mem::take(&mut sent.outcome);
-        if let Some((wave, acknowledgements)) = sent.tail.take() {
-            let acknowledgements = acknowledgements
-                .into_inner()
-                .unwrap_or_else(PoisonError::into_inner);
-            let results = acknowledgements.instrument(sent.span.clone()).await;
+        if let Some((wave, Tail::Answered(results))) = sent.tail.take() {
             self.account_for_wave(wave, results, &mut outcome, failed_before);
         }
         // Events never sent (blocked or after an outage) count as unavailable
