@@ -40,7 +40,7 @@ const COMMIT_TO_ACK_BUCKETS: &[f64] = &[
 /// | `stale_marks_total` | counter | acknowledged events whose lease was lost before they were marked (they are published again) |
 /// | `events_published_out_of_order_total{topic}` | counter | events the broker acknowledged although an earlier event of their aggregate, sent in the same batch, failed (see `docs/guarantees.md`) |
 /// | `batch_publish_seconds` | histogram | one batch, from its first send to its last acknowledgement |
-/// | `commit_to_ack_seconds` | histogram | from an event's `created_at` to its acknowledgement |
+/// | `commit_to_ack_seconds` | histogram | from an event's commit to its acknowledgement: the commit record's time on the logical source, `created_at` (the transaction's start) when polling |
 /// | `pending_events` | gauge | pending events in the table (refreshed on scrape) |
 /// | `oldest_pending_age_seconds` | gauge | age of the oldest pending event, 0 when none (refreshed on scrape) |
 /// | `dead_events` | gauge | dead events in the table (refreshed on scrape) |
@@ -146,7 +146,7 @@ impl RelayMetrics {
         let commit_to_ack = Histogram::with_opts(
             HistogramOpts::new(
                 "commit_to_ack_seconds",
-                "Time from an event's created_at to the broker's acknowledgement.",
+                "Time from an event's commit (logical source) or created_at (polling) to the broker's acknowledgement.",
             )
             .buckets(COMMIT_TO_ACK_BUCKETS.to_vec()),
         )?;
@@ -218,9 +218,15 @@ impl RelayMetrics {
         self.published.with_label_values(&[topic]).inc_by(count);
     }
 
-    /// One event's commit-to-ack latency.
-    pub fn observe_commit_to_ack(&self, created_at: DateTime<Utc>, acknowledged_at: DateTime<Utc>) {
-        let seconds = (acknowledged_at - created_at)
+    /// One event's commit-to-ack latency: from its transaction's commit
+    /// (or, where that is not known, its `created_at`) to the broker's
+    /// acknowledgement.
+    pub fn observe_commit_to_ack(
+        &self,
+        committed_at: DateTime<Utc>,
+        acknowledged_at: DateTime<Utc>,
+    ) {
+        let seconds = (acknowledged_at - committed_at)
             .to_std()
             .unwrap_or(Duration::ZERO)
             .as_secs_f64();

@@ -134,6 +134,7 @@ fn event(id: i64, aggregate_id: &str, event_type: &str) -> ClaimedEvent {
             attempts: 0,
             replay: false,
         },
+        committed_at: None,
     }
 }
 

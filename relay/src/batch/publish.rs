@@ -279,8 +279,9 @@ impl Dispatcher {
                     self.note_published_out_of_order(&claimed);
                 }
                 self.metrics.record_published(&claimed.event.topic, 1);
+                let committed_at = claimed.committed_at.unwrap_or(claimed.event.created_at);
                 self.metrics
-                    .observe_commit_to_ack(claimed.event.created_at, acknowledged_at);
+                    .observe_commit_to_ack(committed_at, acknowledged_at);
                 let published_id = claimed.event.id;
                 let highest = self.last_published.entry(key).or_insert(published_id);
                 *highest = (*highest).max(published_id);

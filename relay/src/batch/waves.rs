@@ -116,6 +116,7 @@ mod tests {
                 attempts: 0,
                 replay: false,
             },
+            committed_at: None,
         }
     }
 

@@ -157,6 +157,7 @@ fn event_from_row(row: &HashMap<&str, Option<&str>>) -> Result<Change, DecodeErr
     Ok(Change::Inserted(Box::new(ClaimedEvent {
         partition_no: STREAM_PARTITION,
         event,
+        committed_at: None,
     })))
 }
 

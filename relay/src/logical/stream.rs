@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use pgwire_replication::{
     Lsn, ReplicationClient, ReplicationConfig, ReplicationEvent, SslMode, TlsConfig,
 };
@@ -331,8 +332,16 @@ impl SessionState {
                     Change::Skipped => {}
                 }
             }
-            ReplicationEvent::Commit { end_lsn, .. } => {
+            ReplicationEvent::Commit {
+                end_lsn,
+                commit_time_micros,
+                ..
+            } => {
                 self.in_transaction = false;
+                let committed_at = commit_time(commit_time_micros);
+                for claimed in &mut self.events {
+                    claimed.committed_at = committed_at;
+                }
                 received.push_transaction(end_lsn.as_u64(), std::mem::take(&mut self.events));
             }
             ReplicationEvent::KeepAlive { wal_end, .. } => {
@@ -344,6 +353,14 @@ impl SessionState {
         }
         Ok(())
     }
+}
+
+/// Microseconds from PostgreSQL's epoch (2000-01-01) to the Unix epoch.
+const POSTGRES_EPOCH_MICROS: i64 = 946_684_800_000_000;
+
+/// A commit record's time, in microseconds since PostgreSQL's epoch.
+fn commit_time(micros: i64) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp_micros(micros.checked_add(POSTGRES_EPOCH_MICROS)?)
 }
 
 /// The slot's `confirmed_flush_lsn`.
@@ -361,4 +378,18 @@ async fn confirmed_position(pool: &PgPool, slot: &SlotName) -> Result<u64, Error
     Lsn::parse(&text)
         .map(Lsn::as_u64)
         .map_err(|error| Error::Logical(format!("slot `{slot}` position {text}: {error}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_time_counts_from_postgres_epoch() {
+        let committed_at = commit_time(0).expect("in range");
+        assert_eq!(committed_at.to_rfc3339(), "2000-01-01T00:00:00+00:00");
+        let committed_at = commit_time(1_500_000).expect("in range");
+        assert_eq!(committed_at.to_rfc3339(), "2000-01-01T00:00:01.500+00:00");
+        assert_eq!(commit_time(i64::MAX), None);
+    }
 }

@@ -175,6 +175,7 @@ pub(crate) fn claimed_from_row<R: StoreRow>(row: &R) -> Result<ClaimedEvent, sql
     Ok(ClaimedEvent {
         partition_no: row.int("partition_no")?,
         event: outbound_from_row(row)?,
+        committed_at: None,
     })
 }
 

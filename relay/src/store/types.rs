@@ -25,6 +25,11 @@ pub struct ClaimedEvent {
     pub partition_no: i32,
     /// The event itself.
     pub event: OutboundEvent,
+    /// When its transaction committed, where the source knows it: the
+    /// logical source reads it from the WAL's commit record. The commit →
+    /// acknowledgement histogram measures from it, else from `created_at`
+    /// (the transaction's start).
+    pub committed_at: Option<DateTime<Utc>>,
 }
 
 /// A failed publish attempt to record.
