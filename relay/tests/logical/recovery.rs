@@ -1,0 +1,124 @@
+//! `outbox-relay recover-slot` after a slot is lost, end to end on Kafka:
+//! the loss is simulated by dropping the slot while the relay is stopped
+//! (the recovery does not depend on how the slot went; the real
+//! invalidation is in `service_restarts/logical.rs`). Events published
+//! before, committed while no slot existed, and committed after the
+//! recovery all reach the broker, each aggregate in order, with no
+//! hand-written SQL; and the recovery refuses to run while a relay streams.
+
+use std::time::Duration;
+
+use outbox_testkit::{kafka, unique_name};
+
+use crate::harness::{LogicalDatabase, WAIT};
+use crate::support::process::{RelayProcess, wait_until};
+use crate::support::workload::{check_delivery, enqueue_events};
+
+/// Bounds the waits for deliveries; no test asserts a duration.
+const DELIVERY_WAIT: Duration = Duration::from_secs(120);
+
+fn stop(relay: &mut RelayProcess) {
+    relay.signal("TERM");
+    let status = relay.wait_exit(WAIT);
+    assert!(
+        status.is_some_and(|status| status.success()),
+        "the relay did not stop with exit 0: {status:?}\n{}",
+        relay.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn recover_slot_recreates_the_slot_and_every_event_reaches_the_broker() {
+    let database = LogicalDatabase::new().await;
+    let topic = unique_name("logical_recover");
+    let collected = kafka::topic_consumer(&topic, 3).await;
+    let broker = format!("kafka://{}", kafka::brokers());
+    let pool = database.db.pool();
+
+    let mut relay = database.spawn_relay(&broker);
+    let before = enqueue_events(pool, &topic, 20, 4, 5).await;
+    assert!(
+        wait_until(DELIVERY_WAIT, || async {
+            collected.distinct_ids().len() >= before.len()
+        })
+        .await,
+        "the relay streams before the loss:\n{}",
+        relay.log()
+    );
+
+    // While a relay holds the stream's lease the recovery is refused,
+    // naming the holder, and changes nothing.
+    let refused = database.recover_slot("1h");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "not refused: {stderr}");
+    let last_line = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last_line.starts_with("outbox-relay: the stream's lease is held by"),
+        "{stderr}"
+    );
+    stop(&mut relay);
+
+    // The loss: what is committed from here on never reaches the old slot.
+    let since = database.database_now().await;
+    let during = enqueue_events(pool, &topic, 30, 4, 5).await;
+    sqlx::query("SELECT pg_drop_replication_slot($1)")
+        .bind(database.slot.as_str())
+        .execute(pool)
+        .await
+        .expect("drop the slot: the simulated loss");
+
+    let recovered = database.recover_slot(&since);
+    let stdout = String::from_utf8_lossy(&recovered.stdout);
+    assert!(
+        recovered.status.success(),
+        "recover-slot failed: {}",
+        String::from_utf8_lossy(&recovered.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("{} event(s) created from", during.len())),
+        "the events committed since --since are handed over, none before: {stdout}"
+    );
+    let slots: i64 = database
+        .db
+        .count(&format!(
+            "SELECT COUNT(*) FROM pg_replication_slots WHERE slot_name = '{}'",
+            database.slot.as_str()
+        ))
+        .await;
+    assert_eq!(slots, 1, "the slot exists again");
+    let status = database.status_json_with(&["--source", "logical"]);
+    assert_eq!(
+        status["pending"],
+        during.len(),
+        "the handed-over events wait for the relays: {status}"
+    );
+
+    let after = enqueue_events(pool, &topic, 20, 4, 5).await;
+    let mut relay = database.spawn_relay(&broker);
+    let enqueued: Vec<uuid::Uuid> = before
+        .iter()
+        .chain(&during)
+        .chain(&after)
+        .copied()
+        .collect();
+    assert!(
+        wait_until(DELIVERY_WAIT, || async {
+            collected.distinct_ids().len() >= enqueued.len()
+        })
+        .await,
+        "{} of {} events arrived after the recovery:\n{}",
+        collected.distinct_ids().len(),
+        enqueued.len(),
+        relay.log()
+    );
+    let duplicates = check_delivery(&enqueued, &collected.snapshot());
+    eprintln!("{} events, {duplicates} published twice", enqueued.len());
+    assert!(
+        wait_until(WAIT, || async {
+            database.status_json_with(&["--source", "logical"])["pending"] == 0
+        })
+        .await,
+        "the handed-over events are marked published once acknowledged"
+    );
+    stop(&mut relay);
+}
