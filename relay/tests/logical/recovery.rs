@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use outbox_relay::logical::{HANDED_OVER_NOTE, recover_slot};
 use outbox_testkit::{kafka, unique_name};
 
 use crate::harness::{LogicalDatabase, WAIT};
@@ -121,4 +122,43 @@ async fn recover_slot_recreates_the_slot_and_every_event_reaches_the_broker() {
         "the handed-over events are marked published once acknowledged"
     );
     stop(&mut relay);
+}
+
+/// On a slot that is not lost, `recover-slot` keeps the slot and hands the
+/// window over; run again, it hands over nothing more (the events are the
+/// table path's already), so an interrupted recovery can simply be rerun.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recover_slot_keeps_a_healthy_slot_and_can_run_again() {
+    let database = LogicalDatabase::new().await;
+    let pool = database.db.pool();
+    let since = chrono::Utc::now() - chrono::Duration::hours(1);
+    let written = enqueue_events(pool, "recover_again", 6, 2, 3).await;
+
+    let first = recover_slot(pool, &database.slot, since, "recovery-test")
+        .await
+        .expect("recover");
+    assert!(!first.dropped_lost_slot && !first.created_slot, "{first:?}");
+    assert_eq!(first.handed_over, written.len() as u64, "{first:?}");
+    let held = database
+        .db
+        .count(&format!(
+            "SELECT COUNT(*) FROM outbox_events WHERE state = 'pending' AND attempts = 0 \
+             AND last_error = '{HANDED_OVER_NOTE}'"
+        ))
+        .await;
+    assert_eq!(
+        held,
+        written.len() as i64,
+        "marked as held, no attempt used"
+    );
+
+    let again = recover_slot(pool, &database.slot, since, "recovery-test")
+        .await
+        .expect("recover again");
+    assert_eq!(again.handed_over, 0, "{again:?}");
+    let lease_free = database
+        .db
+        .count("SELECT COUNT(*) FROM outbox_partitions WHERE partition_no = -1 AND lease_owner IS NULL")
+        .await;
+    assert_eq!(lease_free, 1, "the stream's lease is released");
 }
