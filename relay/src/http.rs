@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
+use crate::backlog::BacklogSource;
 use crate::metrics::{METRICS_CONTENT_TYPE, RelayMetrics};
 use crate::publish::Publisher;
 use crate::publish_health::PublishHealth;
@@ -37,6 +38,8 @@ pub struct HttpState {
     pub store: Arc<dyn OutboxStore>,
     /// The broker client.
     pub publisher: Arc<dyn Publisher>,
+    /// What fills the table gauges: the source's backlog.
+    pub backlog: Arc<dyn BacklogSource>,
     /// The relay's metrics.
     pub metrics: Arc<RelayMetrics>,
     /// Whether the relay can publish.
@@ -119,7 +122,7 @@ async fn readyz(State(state): State<HttpState>) -> Response {
 }
 
 async fn metrics(State(state): State<HttpState>) -> Response {
-    match tokio::time::timeout(DATABASE_CHECK_TIMEOUT, state.store.backlog()).await {
+    match tokio::time::timeout(DATABASE_CHECK_TIMEOUT, state.backlog.backlog()).await {
         Ok(Ok(backlog)) => state.metrics.set_backlog(&backlog, chrono::Utc::now()),
         Ok(Err(error)) => {
             tracing::warn!(%error, "reading the backlog for /metrics failed; gauges keep their last values")

@@ -2,6 +2,7 @@
 //! partition leases and publishes them to Kafka, RabbitMQ or stdout as
 //! CloudEvents, keeping every guarantee of the outbox contract.
 
+pub mod backlog;
 mod batch;
 pub mod broker_url;
 pub mod cli;

@@ -4,7 +4,10 @@
 //! acknowledged, rejected or dead-lettered. The gauges describing the
 //! table (pending events, the oldest one's age, dead events) are refreshed
 //! from the database when `/metrics` is scraped, so they hold for the whole
-//! table, whichever relay instance is asked.
+//! table, whichever relay instance is asked. Under the logical source they
+//! count only events not yet published (see
+//! [`BacklogSource`](crate::backlog::BacklogSource)): its streamed rows stay
+//! `pending` once published.
 
 use std::time::Duration;
 
@@ -38,11 +41,11 @@ const COMMIT_TO_ACK_BUCKETS: &[f64] = &[
 /// | `events_retried_total{topic}` | counter | rejections recorded with a retry scheduled |
 /// | `events_dead_lettered_total{topic}` | counter | events moved to dead on their last attempt |
 /// | `stale_marks_total` | counter | acknowledged events whose lease was lost before they were marked (they are published again) |
-/// | `events_published_out_of_order_total{topic}` | counter | events the broker acknowledged although an earlier event of their aggregate, sent in the same batch, failed (see `docs/guarantees.md`) |
+/// | `events_published_out_of_order_total{topic}` | counter | events the broker acknowledged although an earlier event of their aggregate, in flight with them, failed (see `docs/guarantees.md`) |
 /// | `batch_publish_seconds` | histogram | one batch, from its first send to its last acknowledgement |
 /// | `commit_to_ack_seconds` | histogram | from an event's commit to its acknowledgement: the commit record's time on the logical source, `created_at` (the transaction's start) when polling |
-/// | `pending_events` | gauge | pending events in the table (refreshed on scrape) |
-/// | `oldest_pending_age_seconds` | gauge | age of the oldest pending event, 0 when none (refreshed on scrape) |
+/// | `pending_events` | gauge | events waiting to be published (refreshed on scrape): pending rows; `--source logical`: the table path's unpublished events and this instance's unsettled streamed ones |
+/// | `oldest_pending_age_seconds` | gauge | age of the oldest of those events, 0 when none (refreshed on scrape) |
 /// | `dead_events` | gauge | dead events in the table (refreshed on scrape) |
 /// | `leases_held` | gauge | partitions this instance holds a lease on |
 /// | `slot_lag_bytes` | gauge | `--source logical`: WAL written after the slot's confirmed position |
@@ -151,11 +154,14 @@ impl RelayMetrics {
             .buckets(COMMIT_TO_ACK_BUCKETS.to_vec()),
         )?;
         registry.register(Box::new(commit_to_ack.clone()))?;
-        let pending = IntGauge::new("pending_events", "Pending events in the outbox table.")?;
+        let pending = IntGauge::new(
+            "pending_events",
+            "Events waiting to be published (logical source: not yet published by the stream or the table path).",
+        )?;
         registry.register(Box::new(pending.clone()))?;
         let oldest_pending_age = Gauge::new(
             "oldest_pending_age_seconds",
-            "Age of the oldest pending event; 0 when there is none.",
+            "Age of the oldest event waiting to be published; 0 when there is none.",
         )?;
         registry.register(Box::new(oldest_pending_age.clone()))?;
         let dead = IntGauge::new("dead_events", "Dead events in the outbox table.")?;

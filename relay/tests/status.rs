@@ -245,8 +245,16 @@ async fn assert_status_matches<DB: TestBackend + Dialect>(db: &TestDatabase<DB>)
             "topics",
             "leases",
             "slots",
+            "source",
+            "stream_owned",
         ]),
         "{label}: the documented fields, no more"
+    );
+    assert_eq!(json["source"], "poll", "{label}: counted as polling counts");
+    assert_eq!(
+        json["stream_owned"],
+        Value::Null,
+        "{label}: no stream-owned rows when polling"
     );
     assert_eq!(
         json["slots"],

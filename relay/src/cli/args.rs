@@ -107,7 +107,17 @@ pub enum Command {
     /// stream lease) and `slots` (PostgreSQL: the logical source's
     /// replication slots, each with `slot`, `confirmed_flush_lsn`,
     /// `confirmed_position`, `lag_bytes`, `retained_wal_bytes`, `active`
-    /// and `wal_status`; empty elsewhere).
+    /// and `wal_status`; empty elsewhere), `source` (`poll` or `logical`)
+    /// and `stream_owned`.
+    ///
+    /// With `--source logical` a streamed event published without a write
+    /// stays a pending row until retention deletes it, so pending, in
+    /// flight and the oldest pending event count only the events the table
+    /// path owns and has not published (failed and waiting for a retry,
+    /// held behind one, or handed over by `recover-slot`); `stream_owned`
+    /// (null when polling) counts the pending rows the stream publishes
+    /// without writing them: already published, or still ahead in the
+    /// slot (its `lag_bytes` tells how much WAL that is).
     Status {
         /// The database.
         #[command(flatten)]
@@ -115,6 +125,41 @@ pub enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// How the relays find committed events, as for `run`: `logical`
+        /// counts as the logical source publishes. Falls back to
+        /// `OUTBOX_SOURCE`, then `poll`.
+        #[arg(long, value_enum, env = "OUTBOX_SOURCE")]
+        source: Option<EventSourceKind>,
+    },
+    /// Recover from a replication slot PostgreSQL invalidated
+    /// (`--source logical`), with every relay on the slot stopped.
+    ///
+    /// Takes the stream's lease (refused while a live relay holds it),
+    /// drops the slot if PostgreSQL invalidated it (`wal_status = lost`)
+    /// and creates it again; a slot that is not invalidated is kept. Then
+    /// hands to the relays' table path every event created from `--since`
+    /// until the new slot existed that only the stream could have
+    /// published: once started, the relays publish those again from the
+    /// table, with their event ids and as ordinary events (not replays),
+    /// each aggregate in id order and before its newer events, retrying
+    /// failures as usual. Every event is published by the new slot or from
+    /// the table, or both; the ones published again are those created since
+    /// `--since` that the old slot had published already. Writes no event
+    /// to a broker itself; safe to run again.
+    RecoverSlot {
+        /// The database (PostgreSQL).
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The replication slot (and publication). Falls back to
+        /// `OUTBOX_SLOT`, then `outbox_relay`.
+        #[arg(long, env = "OUTBOX_SLOT")]
+        slot: Option<String>,
+        /// Publish again the events created at or after this time: RFC 3339
+        /// (`2026-11-30T10:00:00Z`) or a duration ago (`2h`, `30m`, `7d`).
+        /// Pick it before the slot stopped moving, less the longest
+        /// transaction of the producers.
+        #[arg(long)]
+        since: String,
     },
     /// Publish already published events of one topic again.
     ///

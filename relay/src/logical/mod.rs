@@ -14,6 +14,8 @@
 //! - `source.rs`: [`LogicalSource`], the event source and the stream lease.
 //! - `monitor.rs`: the slot's gauges on `/metrics`.
 //! - `retention.rs`: deleting streamed events once the slot confirmed them.
+//! - `recovery.rs`: `recover-slot`, after the server invalidated the slot.
+//! - `backlog.rs`: what waits to be published, for `/metrics` and `status`.
 //!
 //! **Acknowledgement.** Happy path: no row is written. An event is settled
 //! when the broker acknowledged it, or when it was durably recorded in the
@@ -29,9 +31,11 @@
 //! once the lease expires.
 
 mod acknowledgements;
+mod backlog;
 mod monitor;
 mod pgoutput;
 mod received;
+mod recovery;
 mod retention;
 mod server_probe;
 mod slot;
@@ -41,11 +45,14 @@ mod table_path;
 
 use sqlx::PgPool;
 
+pub use backlog::{LogicalCounts, logical_status};
 pub use monitor::{SLOT_REPORT_INTERVAL, report_slot};
+pub use recovery::{HANDED_OVER_NOTE, RECOVERY_LEASE, SlotRecovery, recover_slot};
 pub use retention::{run_logical_retention, run_logical_retention_pass};
 pub use slot::{
-    DEFAULT_SLOT, OUTPUT_PLUGIN, SlotName, SlotStatus, check_prerequisites, check_wal_level,
-    ensure_slot_and_publication, relay_slots, slot_status,
+    DEFAULT_SLOT, OUTPUT_PLUGIN, SlotName, SlotStatus, check_prerequisites,
+    check_stream_prerequisites, check_wal_level, ensure_slot_and_publication, relay_slots,
+    slot_status,
 };
 pub use source::LogicalSource;
 
@@ -64,8 +71,16 @@ const CREATE_CHECKPOINTS: &str = include_str!("sql/create_checkpoints.sql");
 /// [`Error::Database`] when a statement fails.
 pub async fn prepare(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
     check_prerequisites(pool, slot).await?;
+    prepare_tables(pool).await?;
+    ensure_slot_and_publication(pool, slot).await
+}
+
+/// What the logical source keeps in tables, created when missing: the
+/// stream's lease row, the index of the failure path and the retention
+/// checkpoints.
+async fn prepare_tables(pool: &PgPool) -> Result<(), Error> {
     sqlx::query(ENSURE_STREAM_LEASE).execute(pool).await?;
     sqlx::query(CREATE_TABLE_OWNED_INDEX).execute(pool).await?;
     sqlx::query(CREATE_CHECKPOINTS).execute(pool).await?;
-    ensure_slot_and_publication(pool, slot).await
+    Ok(())
 }

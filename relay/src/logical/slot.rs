@@ -77,6 +77,21 @@ impl std::fmt::Display for SlotName {
 /// # Errors
 /// [`Error::Logical`], one line naming the setting, attribute or slot.
 pub async fn check_prerequisites(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
+    check_stream_prerequisites(pool, slot).await?;
+    if let Some(status) = slot_status(pool, slot).await?
+        && status.is_lost()
+    {
+        return Err(lost_slot_error(&status));
+    }
+    Ok(())
+}
+
+/// [`check_prerequisites`] without the check of an invalidated slot: what
+/// `recover-slot` needs before it re-creates one. Reads only.
+///
+/// # Errors
+/// [`Error::Logical`], one line naming the setting, attribute or slot.
+pub async fn check_stream_prerequisites(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
     let wal_level: String = sqlx::query_scalar(WAL_LEVEL).fetch_one(pool).await?;
     check_wal_level(&wal_level)?;
     let can_replicate: Option<bool> = sqlx::query_scalar(ROLE_CAN_REPLICATE)
@@ -113,18 +128,14 @@ pub async fn check_prerequisites(pool: &PgPool, slot: &SlotName) -> Result<(), E
             )));
         }
     }
-    if let Some(status) = slot_status(pool, slot).await?
-        && status.is_lost()
-    {
-        return Err(lost_slot_error(&status));
-    }
     Ok(())
 }
 
 /// The one-line error for a slot the server invalidated: what may be
 /// missing and how to recover. The relay never re-creates such a slot by
 /// itself: that would skip, silently, what was committed since its
-/// confirmed position.
+/// confirmed position. `outbox-relay recover-slot` does, and hands what
+/// was committed since the operator's time back to the relays.
 pub fn lost_slot_error(status: &SlotStatus) -> Error {
     let slot = &status.slot;
     let confirmed = status.confirmed_flush_lsn.as_deref().unwrap_or("unknown");
@@ -132,11 +143,10 @@ pub fn lost_slot_error(status: &SlotStatus) -> Error {
         "replication slot `{slot}` was invalidated by PostgreSQL (wal_status = lost: it retained \
          more WAL than max_slot_wal_keep_size); events committed after its confirmed position \
          {confirmed} may never have been published, and the relay does not re-create the slot \
-         by itself. Recover: drop it (SELECT pg_drop_replication_slot('{slot}')), re-create it \
-         with `outbox-relay migrate --source logical --slot {slot}`, then publish again from the \
-         table what was committed since before the slot fell behind, topic by topic, with \
-         `outbox-relay replay --topic <topic> --since <time>` once those events are marked \
-         published (docs/operations.md, \"Reading the WAL\")"
+         by itself. Recover: with every relay on the slot stopped, run `outbox-relay \
+         recover-slot --slot {slot} --since <time>` with a time before the slot fell behind (it \
+         re-creates the slot and has the relays publish again every event created since then), \
+         then start the relays (docs/operations.md, \"Reading the WAL\")"
     ))
 }
 
@@ -299,12 +309,15 @@ mod tests {
         assert!(status.is_lost());
         let message = lost_slot_error(&status).to_string();
         assert!(!message.contains('\n'), "{message}");
+        assert!(
+            !message.contains("UPDATE") && !message.contains("pg_drop_replication_slot"),
+            "the recovery takes no hand-written SQL: {message}"
+        );
         for part in [
             "`outbox_relay` was invalidated",
             "0/16B3748",
-            "pg_drop_replication_slot('outbox_relay')",
-            "outbox-relay migrate --source logical --slot outbox_relay",
-            "outbox-relay replay --topic <topic> --since <time>",
+            "outbox-relay recover-slot --slot outbox_relay --since <time>",
+            "then start the relays",
         ] {
             assert!(message.contains(part), "{part} missing from: {message}");
         }

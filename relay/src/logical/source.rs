@@ -88,12 +88,24 @@ impl LogicalSource {
         self.received.lock().tracker.unsettled_events()
     }
 
+    /// How many streamed events are unsettled, and the oldest one's
+    /// creation time.
+    pub(crate) fn unsettled_summary(&self) -> (usize, Option<chrono::DateTime<chrono::Utc>>) {
+        let state = self.received.lock();
+        let oldest = state
+            .events
+            .iter()
+            .map(|claimed| claimed.event.created_at)
+            .min();
+        (state.tracker.unsettled_events(), oldest)
+    }
+
     /// The position this relay last confirmed (0 while it does not stream).
     pub fn confirmed_position(&self) -> u64 {
         self.received.lock().tracker.confirmed()
     }
 
-    fn pool(&self) -> &PgPool {
+    pub(super) fn pool(&self) -> &PgPool {
         self.store.pool()
     }
 

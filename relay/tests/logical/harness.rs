@@ -79,8 +79,16 @@ impl LogicalDatabase {
 
     /// `outbox-relay status --json` of this database.
     pub fn status_json(&self) -> serde_json::Value {
+        self.status_json_with(&[])
+    }
+
+    /// `outbox-relay status --json` of this database, with `args` (such
+    /// as `--source logical`).
+    pub fn status_json_with(&self, args: &[&str]) -> serde_json::Value {
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
             .args(["status", "--json", "--database-url", self.db.url()])
+            .args(args)
+            .env_remove("OUTBOX_SOURCE")
             .output()
             .expect("run status");
         assert!(
@@ -89,6 +97,25 @@ impl LogicalDatabase {
             String::from_utf8_lossy(&output.stderr)
         );
         serde_json::from_slice(&output.stdout).expect("status JSON")
+    }
+
+    /// `outbox-relay recover-slot --slot <this slot> --since <since>` on
+    /// this database; its exit status, stdout and stderr.
+    pub fn recover_slot(&self, since: &str) -> std::process::Output {
+        std::process::Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
+            .args(["recover-slot", "--database-url", self.db.url()])
+            .args(["--slot", self.slot.as_str(), "--since", since])
+            .output()
+            .expect("run recover-slot")
+    }
+
+    /// The database's clock, as RFC 3339.
+    pub async fn database_now(&self) -> String {
+        let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
+            .fetch_one(self.db.pool())
+            .await
+            .expect("database time");
+        now.to_rfc3339()
     }
 
     /// `pg_current_wal_lsn()` as a number: a position every transaction

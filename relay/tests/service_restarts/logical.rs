@@ -2,8 +2,9 @@
 //! restarted under writers (the relay carries on by itself, nothing lost,
 //! each aggregate in order), and a slot the server invalidates under a
 //! small `max_slot_wal_keep_size` (the relay stops with one line naming the
-//! recovery, and refuses to start on that slot). Both change the server
-//! for every other test, so they hold [`super::SERVICES`].
+//! recovery, and refuses to start on that slot; `outbox-relay recover-slot`
+//! then re-creates it and every event reaches the broker). Both change the
+//! server for every other test, so they hold [`super::SERVICES`].
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -209,29 +210,34 @@ fn names_the_recovery(line: &str, database: &LogicalDatabase) -> bool {
             database.slot.as_str()
         ))
         && line.contains("wal_status = lost")
-        && line.contains("outbox-relay migrate --source logical")
-        && line.contains("outbox-relay replay --topic")
-        && line.contains("--since")
+        && line.contains(&format!(
+            "outbox-relay recover-slot --slot {} --since",
+            database.slot.as_str()
+        ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn logical_source_stops_on_an_invalidated_slot_naming_the_recovery() {
+async fn logical_source_stops_on_an_invalidated_slot_and_recover_slot_loses_nothing() {
     let _alone = SERVICES.lock().await;
     let database = LogicalDatabase::new().await;
     let topic = outbox_testkit::unique_name("logical-lost");
     let collected = kafka::topic_consumer(&topic, 3).await;
     let mut relay = spawn_logical(&database, &Broker::Kafka.url());
-    crate::support::workload::enqueue_events(database.db.pool(), &topic, 20, 5, 5).await;
+    let mut enqueued =
+        crate::support::workload::enqueue_events(database.db.pool(), &topic, 20, 5, 5).await;
     assert!(
         wait_until(WAIT, || async { collected.distinct_ids().len() >= 20 }).await,
         "the relay streams before the slot is lost:\n{}",
         relay.log()
     );
 
-    let _keep_size = KeepSizeGuard::set(database.db.url(), "32MB");
+    let keep_size = KeepSizeGuard::set(database.db.url(), "32MB");
     let frozen = freeze(relay.pid());
+    let since = database.database_now().await;
     // Committed while the relay is frozen: these must not be lost silently.
-    crate::support::workload::enqueue_events(database.db.pool(), &topic, 20, 5, 5).await;
+    enqueued.extend(
+        crate::support::workload::enqueue_events(database.db.pool(), &topic, 20, 5, 5).await,
+    );
     assert!(
         push_the_slot_out(&database).await,
         "the server never invalidated the slot: wal_status = {}",
@@ -268,5 +274,45 @@ async fn logical_source_stops_on_an_invalidated_slot_naming_the_recovery() {
         wal_status(&database).await,
         "lost",
         "the relay never re-creates a lost slot by itself"
+    );
+
+    // The recovery the line names, with outbox-relay alone: the events
+    // committed while the slot fell behind, and those after it, all reach
+    // the broker, each aggregate in order.
+    drop(keep_size);
+    let recovered = database.recover_slot(&since);
+    assert!(
+        recovered.status.success(),
+        "recover-slot failed: {}",
+        String::from_utf8_lossy(&recovered.stderr)
+    );
+    eprintln!("{}", String::from_utf8_lossy(&recovered.stdout).trim());
+    assert_ne!(
+        wal_status(&database).await,
+        "lost",
+        "the slot was re-created"
+    );
+    enqueued.extend(
+        crate::support::workload::enqueue_events(database.db.pool(), &topic, 20, 5, 5).await,
+    );
+    let mut recovered_relay = spawn_logical(&database, &Broker::Kafka.url());
+    assert!(
+        wait_until(WAIT, || async {
+            collected.distinct_ids().len() >= enqueued.len()
+        })
+        .await,
+        "{} of {} events arrived after recover-slot:\n{}",
+        collected.distinct_ids().len(),
+        enqueued.len(),
+        recovered_relay.log()
+    );
+    let duplicates = check_delivery(&enqueued, &collected.snapshot());
+    eprintln!("{} events, {duplicates} published again", enqueued.len());
+    recovered_relay.signal("TERM");
+    let status = recovered_relay.wait_exit(Duration::from_secs(30));
+    assert!(
+        status.is_some_and(|status| status.success()),
+        "the relay did not exit 0 after the recovery: {status:?}\n{}",
+        recovered_relay.log()
     );
 }

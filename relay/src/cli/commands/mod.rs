@@ -1,8 +1,9 @@
 //! What each `outbox-relay` subcommand does, one file per subcommand:
-//! `run.rs` (the relay), `status.rs`, `dead.rs` and `replay.rs`; `migrate`
-//! is one statement, here.
+//! `run.rs` (the relay), `status.rs`, `dead.rs`, `replay.rs` and
+//! `recover_slot.rs`; `migrate` is one statement, here.
 
 mod dead;
+mod recover_slot;
 mod replay;
 mod run;
 mod status;
@@ -117,19 +118,56 @@ pub async fn execute(command: Command) -> Result<(), Error> {
             }
             Ok(())
         }
-        Command::Status { database, json } => {
+        Command::Status {
+            database,
+            json,
+            source,
+        } => {
             let database_url = database_url(&database)?;
-            let (status, slots) = match &database_url {
+            let mut config = RelayConfig::default();
+            apply_event_source_args(&mut config, EventSourceArgs { source, slot: None });
+            let logical = event_source_slot(&database_url, &config)?.is_some();
+            let (status, slots, counts) = match &database_url {
                 DatabaseUrl::Postgres(url) => {
                     let store = PostgresStore::connect(url).await?;
-                    (
-                        store.status().await?,
-                        crate::logical::relay_slots(store.pool()).await?,
-                    )
+                    let mut status = store.status().await?;
+                    let counts = if logical {
+                        Some(crate::logical::logical_status(store.pool(), &mut status).await?)
+                    } else {
+                        None
+                    };
+                    let slots = crate::logical::relay_slots(store.pool()).await?;
+                    (status, slots, counts)
                 }
-                _ => (open_store(&database_url).await?.status().await?, Vec::new()),
+                _ => (
+                    open_store(&database_url).await?.status().await?,
+                    Vec::new(),
+                    None,
+                ),
             };
-            status::print_status(&status, &slots, json)
+            status::print_status(&status, &slots, counts.as_ref(), json)
+        }
+        Command::RecoverSlot {
+            database,
+            slot,
+            since,
+        } => {
+            let database_url = database_url(&database)?;
+            let since = ReplayTime::parse("--since", &since)?;
+            let mut config = RelayConfig::default();
+            apply_event_source_args(
+                &mut config,
+                EventSourceArgs {
+                    source: Some(EventSourceKind::Logical),
+                    slot,
+                },
+            );
+            let Some(slot) = event_source_slot(&database_url, &config)? else {
+                return Err(Error::Logical(
+                    "recover-slot needs --source logical".to_owned(),
+                ));
+            };
+            recover_slot::recover_slot(&database_url, &slot, since).await
         }
         Command::Replay {
             database,

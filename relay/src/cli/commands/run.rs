@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::backlog::{BacklogSource, TableBacklog};
 use crate::broker_url::BrokerUrl;
 use crate::config::{DeadLetterPolicy, RelayConfig};
 use crate::database_url::DatabaseUrl;
@@ -80,12 +81,19 @@ async fn start(
         Some((postgres, _)) => Arc::clone(postgres) as Arc<dyn OutboxStore>,
         None => open_polling_store(&database_url, skip_migrate).await?,
     };
+    // On the logical source, streamed and published rows stay `pending`:
+    // its gauges count only what it has not published.
+    let backlog: Arc<dyn BacklogSource> = match &logical {
+        Some((_, source)) => Arc::clone(source) as Arc<dyn BacklogSource>,
+        None => Arc::new(TableBacklog(Arc::clone(&store))),
+    };
     let metrics = Arc::new(RelayMetrics::new());
     let health = Arc::new(PublishHealth::new(config.effective_handover_after()));
     let http_stop = CancellationToken::new();
     let http_task = endpoint.serve(
         HttpState {
             store: Arc::clone(&store),
+            backlog,
             publisher: Arc::clone(&publisher),
             metrics: Arc::clone(&metrics),
             health: Arc::clone(&health),

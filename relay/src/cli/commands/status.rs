@@ -2,20 +2,45 @@
 //! leases, as text or JSON.
 
 use crate::Error;
-use crate::logical::SlotStatus;
+use crate::logical::{LogicalCounts, SlotStatus};
 use crate::store::{LiveLease, OutboxStatus};
 
 /// Print `status` and the relay's replication `slots` (PostgreSQL; none
-/// elsewhere). JSON adds the field `slots` to the status object.
+/// elsewhere); `logical` when counted for the logical source. JSON adds
+/// the fields `slots`, `source` (`poll` or `logical`) and `stream_owned`
+/// (null when polling) to the status object, and `stream_owned` to each
+/// topic under the logical source.
 pub(super) fn print_status(
     status: &OutboxStatus,
     slots: &[SlotStatus],
+    logical: Option<&LogicalCounts>,
     json: bool,
 ) -> Result<(), Error> {
     if json {
         let mut value = serde_json::to_value(status)?;
         if let serde_json::Value::Object(fields) = &mut value {
             fields.insert("slots".to_owned(), serde_json::to_value(slots)?);
+            let source = if logical.is_some() { "logical" } else { "poll" };
+            fields.insert("source".to_owned(), serde_json::Value::from(source));
+            fields.insert(
+                "stream_owned".to_owned(),
+                serde_json::to_value(logical.map(|counts| counts.stream_owned))?,
+            );
+            if let (Some(counts), Some(serde_json::Value::Array(topics))) =
+                (logical, fields.get_mut("topics"))
+            {
+                for topic in topics.iter_mut() {
+                    let name = topic["topic"].as_str().unwrap_or_default().to_owned();
+                    let owned = counts
+                        .topics
+                        .iter()
+                        .find(|(topic, _)| *topic == name)
+                        .map_or(0, |(_, owned)| *owned);
+                    if let serde_json::Value::Object(topic) = topic {
+                        topic.insert("stream_owned".to_owned(), serde_json::Value::from(owned));
+                    }
+                }
+            }
         }
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
@@ -33,6 +58,13 @@ pub(super) fn print_status(
     );
     println!("dead:               {}", status.dead);
     println!("published (kept):   {}", status.published);
+    if let Some(counts) = logical {
+        println!(
+            "stream-owned:       {} (published by the stream or still ahead in the slot; kept \
+             until retention)",
+            counts.stream_owned
+        );
+    }
     println!("oldest pending:     {oldest}");
     println!(
         "leased partitions:  {}/{}",

@@ -1,0 +1,28 @@
+//! [`BacklogSource`]: what fills the table gauges of `/metrics` (pending
+//! events, the oldest one's age, dead events) on each scrape. Polling reads
+//! the table's pending rows ([`TableBacklog`]); the logical source counts
+//! only what it has not published
+//! ([`LogicalSource`](crate::logical::LogicalSource)), since the rows it
+//! streamed and published stay `pending`.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::Error;
+use crate::store::{OutboxBacklog, OutboxStore};
+
+/// Reads the events waiting to be published, and the dead ones.
+pub trait BacklogSource: Send + Sync {
+    /// Pending and dead counts and the oldest pending event's time.
+    fn backlog(&self) -> BoxFuture<'_, Result<OutboxBacklog, Error>>;
+}
+
+/// The backlog of the polling source: every pending row of the table.
+pub struct TableBacklog(pub Arc<dyn OutboxStore>);
+
+impl BacklogSource for TableBacklog {
+    fn backlog(&self) -> BoxFuture<'_, Result<OutboxBacklog, Error>> {
+        self.0.backlog()
+    }
+}
