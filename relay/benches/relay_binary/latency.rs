@@ -21,7 +21,7 @@ use crate::histogram::Buckets;
 use crate::keys::KeyDistribution;
 use crate::relay::{RunningRelay, Scrape};
 use crate::source::SourceKind;
-use crate::support::consumers::Arrivals;
+use crate::support::consumers::{Arrivals, percentiles};
 use crate::support::events::EVENT_TYPE;
 use crate::support::raw::{
     AMQP_PUBLISH, amqp_confirm_channel, amqp_properties, kafka_headers, kafka_producer,
@@ -63,6 +63,8 @@ pub(crate) struct LatencyFigures {
     /// Through the relay: its commit-to-ack histogram over the measured
     /// window (the events written then).
     pub(crate) commit_to_ack: Option<Buckets>,
+    /// The producers' transactions, `BEGIN` to `COMMIT` returned.
+    pub(crate) transactions: Vec<Duration>,
 }
 
 impl LatencyFigures {
@@ -95,11 +97,14 @@ impl LatencyFigures {
             self.ack_percentile(fraction)
                 .map_or("n/a".to_owned(), |value| format!("{value:.2} ms"))
         };
+        let mut transactions = self.transactions.clone();
         format!(
-            "; commit → ack p50 {}, p99 {} (n = {}, the relay's histogram, interpolated within its bucket)",
+            "; commit → ack p50 {}, p99 {} (n = {}, the relay's histogram, interpolated within its bucket, \
+             from the transaction's now(); its transactions, BEGIN → COMMIT returned: {})",
             ms(0.5),
             ms(0.99),
-            histogram.count()
+            histogram.count(),
+            percentiles(&mut transactions)
         )
     }
 }
@@ -182,6 +187,7 @@ pub(crate) async fn latency(
         latencies,
         missing,
         commit_to_ack,
+        transactions: produced.transactions,
     }
 }
 
