@@ -4,6 +4,11 @@
 //! notes when each event arrives. Through the relay binary, and through a
 //! direct producer that publishes each event itself right after its commit,
 //! on the same broker.
+//!
+//! Through the relay, commit → ack too: the relay's
+//! `outbox_relay_commit_to_ack_seconds` histogram read at the start and the
+//! end of the measured window, the difference of its cumulative buckets
+//! being the window's events.
 
 use std::time::{Duration, Instant};
 
@@ -12,10 +17,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::broker::{Broker, Target};
 use crate::database::BenchDatabase;
+use crate::histogram::Buckets;
 use crate::keys::KeyDistribution;
-use crate::relay::RunningRelay;
+use crate::relay::{RunningRelay, Scrape};
 use crate::source::SourceKind;
-use crate::support::consumers::Arrivals;
+use crate::support::consumers::{Arrivals, percentiles};
 use crate::support::events::EVENT_TYPE;
 use crate::support::raw::{
     AMQP_PUBLISH, amqp_confirm_channel, amqp_properties, kafka_headers, kafka_producer,
@@ -29,6 +35,11 @@ const ARRIVAL_LIMIT: Duration = Duration::from_secs(120);
 /// Pause between the relay's start and the first event: it takes its
 /// leases and goes idle, as a relay in service is.
 const RELAY_SETTLE: Duration = Duration::from_secs(2);
+/// Longest wait, once the events have arrived, for the relay to count
+/// them all as published (it records the histogram with that counter).
+const ACK_LIMIT: Duration = Duration::from_secs(10);
+/// Pause between two readings of `/metrics` while waiting for that.
+const ACK_POLL: Duration = Duration::from_millis(50);
 
 /// How events reach the broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +60,11 @@ pub(crate) struct LatencyFigures {
     pub(crate) producer_rate: f64,
     pub(crate) latencies: Vec<Duration>,
     pub(crate) missing: usize,
+    /// Through the relay: its commit-to-ack histogram over the measured
+    /// window (the events written then).
+    pub(crate) commit_to_ack: Option<Buckets>,
+    /// The producers' transactions, `BEGIN` to `COMMIT` returned.
+    pub(crate) transactions: Vec<Duration>,
 }
 
 impl LatencyFigures {
@@ -61,6 +77,35 @@ impl LatencyFigures {
             .clamp(1, self.latencies.len())
             - 1;
         self.latencies[index].as_secs_f64() * 1e3
+    }
+
+    /// The `fraction` quantile of commit → ack, in ms, interpolated within
+    /// its histogram bucket; `None` for the direct producer or without
+    /// observations.
+    pub(crate) fn ack_percentile(&self, fraction: f64) -> Option<f64> {
+        let seconds = self.commit_to_ack.as_ref()?.quantile(fraction)?;
+        Some(seconds * 1e3)
+    }
+
+    /// Commit → ack p50 and p99 and the acknowledgements counted, for the
+    /// progress lines; empty for the direct producer.
+    pub(crate) fn ack_summary(&self) -> String {
+        let Some(histogram) = &self.commit_to_ack else {
+            return String::new();
+        };
+        let ms = |fraction| {
+            self.ack_percentile(fraction)
+                .map_or("n/a".to_owned(), |value| format!("{value:.2} ms"))
+        };
+        let mut transactions = self.transactions.clone();
+        format!(
+            "; commit → ack p50 {}, p99 {} (n = {}, the relay's histogram, interpolated within its bucket, \
+             from the transaction's now(); its transactions, BEGIN → COMMIT returned: {})",
+            ms(0.5),
+            ms(0.99),
+            histogram.count(),
+            percentiles(&mut transactions)
+        )
     }
 }
 
@@ -113,8 +158,14 @@ pub(crate) async fn latency(
         }
     };
     let (latencies, missing) = collect(&produced, &arrivals).await;
+    let mut commit_to_ack = None;
     match held {
-        Held::Relay(relay, warm_producer) => {
+        Held::Relay {
+            relay,
+            warm_producer,
+            start,
+        } => {
+            commit_to_ack = Some(acknowledged_since(&relay, &start, produced.commits.len()).await);
             relay.stop();
             drop(warm_producer);
         }
@@ -135,16 +186,46 @@ pub(crate) async fn latency(
         producer_rate: produced.rate,
         latencies,
         missing,
+        commit_to_ack,
+        transactions: produced.transactions,
+    }
+}
+
+/// The relay's commit-to-ack histogram since `start`, once it counts the
+/// `written` events as published (or after [`ACK_LIMIT`]).
+async fn acknowledged_since(
+    relay: &RunningRelay,
+    start: &(Scrape, Buckets),
+    written: usize,
+) -> Buckets {
+    let wanted = start.0.published + written as f64;
+    let deadline = Instant::now() + ACK_LIMIT;
+    loop {
+        let (scrape, buckets) = relay.scrape_with_commit_to_ack().await;
+        if scrape.published >= wanted || Instant::now() > deadline {
+            if scrape.published < wanted {
+                eprintln!(
+                    "    ! the relay counted {} of {written} events as published",
+                    scrape.published - start.0.published
+                );
+            }
+            return buckets.since(&start.1);
+        }
+        tokio::time::sleep(ACK_POLL).await;
     }
 }
 
 /// What a route keeps open until every event has arrived: the relay (and
-/// the Kafka producer of its warm-up), or the direct producer's AMQP
-/// connection. Kafka clients are dropped only once the run is over:
-/// dropping one while the broker's metadata changes has crashed librdkafka
-/// here.
+/// the Kafka producer of its warm-up, and its `/metrics` read just before
+/// the first event), or the direct producer's AMQP connection. Kafka
+/// clients are dropped only once the run is over: dropping one while the
+/// broker's metadata changes has crashed librdkafka here.
 enum Held {
-    Relay(RunningRelay, Option<FutureProducer>),
+    Relay {
+        relay: RunningRelay,
+        warm_producer: Option<FutureProducer>,
+        start: (Scrape, Buckets),
+    },
     Kafka,
     Amqp(lapin::Connection),
 }
@@ -172,9 +253,17 @@ async fn through_relay(
     wait_for_arrival(arrivals, &warm_id.to_string()).await;
     let relay = RunningRelay::start(database, &broker.url(settings), &settings.log_filter).await;
     tokio::time::sleep(RELAY_SETTLE).await;
+    let start = relay.scrape_with_commit_to_ack().await;
     let stop = CancellationToken::new();
     let produced = write_steadily(&database.pool, topic, pace, stop, |_| async {}).await;
-    (produced, Held::Relay(relay, warm_producer))
+    (
+        produced,
+        Held::Relay {
+            relay,
+            warm_producer,
+            start,
+        },
+    )
 }
 
 /// Each writer sends its event to Kafka right after its commit.

@@ -20,7 +20,10 @@
 //!   reading the WAL (`--source logical`), beside the polling ones.
 //! - `latency`: commit → consumer at `--latency-rates` (500,1000,5000),
 //!   through the relay (polling, and reading the WAL) and through a direct
-//!   producer.
+//!   producer; through the relay also commit → ack, from the relay's
+//!   `outbox_relay_commit_to_ack_seconds` histogram over the measured
+//!   window, its quantiles interpolated within a bucket as PromQL's
+//!   `histogram_quantile` does.
 //! - `history`: fetch and mark cost with `--sizes` published rows already in
 //!   the table (10,000, 1,000,000 and 10,000,000), Kafka only.
 //!
@@ -37,11 +40,16 @@
 //! history's; it costs the database some CPU).
 //! The services come from `OUTBOX_TEST_POSTGRES_URL`,
 //! `OUTBOX_TEST_KAFKA_BROKERS` and `OUTBOX_TEST_AMQP_URL`, as for the tests.
+//!
+//! The bench has no test harness: `cargo bench` passes `--bench`, and
+//! without it (`cargo test -p outbox-relay --bench relay_binary`) only the
+//! bench's own unit tests run.
 
 mod activity;
 mod broker;
 mod database;
 mod drain;
+mod histogram;
 mod history;
 mod keys;
 mod latency;
@@ -274,8 +282,24 @@ fn raw_records(settings: &Settings) -> Vec<RawRecord> {
         .collect()
 }
 
+/// Run the bench's unit tests; a failure panics.
+fn run_unit_tests() {
+    for (name, test) in histogram::tests::ALL {
+        test();
+        println!("test {name} ... ok");
+    }
+    println!(
+        "relay_binary: {} unit tests passed; `cargo bench` runs the benchmark",
+        histogram::tests::ALL.len()
+    );
+}
+
 #[tokio::main]
 async fn main() {
+    if !std::env::args().any(|arg| arg == "--bench") {
+        run_unit_tests();
+        return;
+    }
     let settings = Settings::load();
     println!(
         "relay_binary: {} events per backlog, cases {:?}, brokers {:?}, history sizes {:?}, latency {:?}/s for {} s, relay {}",
@@ -321,10 +345,11 @@ async fn main() {
                 for route in [Route::Direct, Route::Relay, Route::Logical] {
                     let mut figures = latency(&settings, broker, route, rate).await;
                     println!(
-                        "  latency {} {route:?} at {rate}/s (committed {:.0}/s): commit → consumer {}",
+                        "  latency {} {route:?} at {rate}/s (committed {:.0}/s): commit → consumer {}{}",
                         broker.path(),
                         figures.producer_rate,
-                        percentiles(&mut figures.latencies)
+                        percentiles(&mut figures.latencies),
+                        figures.ack_summary()
                     );
                     latencies.push(figures);
                 }

@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::database::BenchDatabase;
+use crate::histogram::Buckets;
 use crate::source::EventSource;
 use crate::support::http::{endpoint_address, get, sample};
 use crate::support::process::RelayProcess;
@@ -34,6 +35,9 @@ const PUBLISHED_TOTAL: &str = "outbox_relay_events_published_total";
 /// Sum and count of the batch publish histogram.
 const BATCH_PUBLISH_SUM: &str = "outbox_relay_batch_publish_seconds_sum";
 const BATCH_PUBLISH_COUNT: &str = "outbox_relay_batch_publish_seconds_count";
+/// The commit-to-ack histogram: from an event's `created_at` (its
+/// transaction's `now()`) to the broker's acknowledgement.
+const COMMIT_TO_ACK: &str = "outbox_relay_commit_to_ack_seconds";
 
 /// How long a relay may take to stop after SIGTERM.
 const STOP_LIMIT: Duration = Duration::from_secs(60);
@@ -61,6 +65,20 @@ pub(crate) struct Scrape {
     /// Seconds spent publishing batches, and how many batches.
     pub(crate) batch_publish_seconds: f64,
     pub(crate) batches: f64,
+}
+
+/// The counters of one `/metrics` text.
+fn scrape_of(body: &str) -> Scrape {
+    let published = body
+        .lines()
+        .filter(|line| line.starts_with(PUBLISHED_TOTAL))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    Scrape {
+        published,
+        batch_publish_seconds: sample(body, BATCH_PUBLISH_SUM).unwrap_or(0.0),
+        batches: sample(body, BATCH_PUBLISH_COUNT).unwrap_or(0.0),
+    }
 }
 
 /// A running `outbox-relay run` and its HTTP endpoint.
@@ -96,21 +114,23 @@ impl RunningRelay {
         self.process.pid()
     }
 
-    /// Read `/metrics`.
-    pub(crate) async fn scrape(&self) -> Scrape {
+    /// The text of `/metrics`.
+    async fn metrics(&self) -> String {
         let response = get(&self.address, "/metrics").await;
         assert_eq!(response.status, 200, "/metrics: {}", response.body);
-        let published = response
-            .body
-            .lines()
-            .filter(|line| line.starts_with(PUBLISHED_TOTAL))
-            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum();
-        Scrape {
-            published,
-            batch_publish_seconds: sample(&response.body, BATCH_PUBLISH_SUM).unwrap_or(0.0),
-            batches: sample(&response.body, BATCH_PUBLISH_COUNT).unwrap_or(0.0),
-        }
+        response.body
+    }
+
+    /// Read `/metrics`.
+    pub(crate) async fn scrape(&self) -> Scrape {
+        scrape_of(&self.metrics().await)
+    }
+
+    /// Read `/metrics`: the counters, and the commit-to-ack histogram's
+    /// cumulative buckets.
+    pub(crate) async fn scrape_with_commit_to_ack(&self) -> (Scrape, Buckets) {
+        let body = self.metrics().await;
+        (scrape_of(&body), Buckets::parse(&body, COMMIT_TO_ACK))
     }
 
     /// Read `/metrics` every `interval` until `total` events are published;

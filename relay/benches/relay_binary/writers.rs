@@ -93,6 +93,10 @@ pub(crate) struct Pace {
 pub(crate) struct Produced {
     /// When each event's `COMMIT` returned, by event id.
     pub(crate) commits: HashMap<Uuid, Instant>,
+    /// Each transaction, from just before its `BEGIN` to its `COMMIT`'s
+    /// return: what the relay's commit-to-ack histogram counts before the
+    /// commit, its origin being the transaction's `now()`.
+    pub(crate) transactions: Vec<Duration>,
     /// Events committed per second, over the writing time.
     pub(crate) rate: f64,
 }
@@ -114,6 +118,7 @@ where
     Fut: Future<Output = ()> + Send,
 {
     let commits: Arc<Mutex<HashMap<Uuid, Instant>>> = Arc::default();
+    let transactions: Arc<Mutex<Vec<Duration>>> = Arc::default();
     let period = Duration::from_secs_f64(1.0 / pace.rate.max(1) as f64);
     let started = Instant::now();
     let tasks: Vec<_> = (0..pace.writers)
@@ -121,6 +126,7 @@ where
             let pool = pool.clone();
             let topic = topic.to_owned();
             let commits = Arc::clone(&commits);
+            let transactions = Arc::clone(&transactions);
             let stop = stop.clone();
             let after_commit = after_commit.clone();
             tokio::spawn(async move {
@@ -136,15 +142,15 @@ where
                         payload: payload(&aggregate_id, sequence, pace.payload_bytes),
                         aggregate_id,
                     };
+                    let begun = Instant::now();
                     let mut transaction = connection.begin().await.expect("begin");
                     insert(&mut *transaction, &topic, &event)
                         .await
                         .expect("insert event");
                     transaction.commit().await.expect("commit");
-                    commits
-                        .lock()
-                        .unwrap()
-                        .insert(event.event_id, Instant::now());
+                    let committed = Instant::now();
+                    commits.lock().unwrap().insert(event.event_id, committed);
+                    transactions.lock().unwrap().push(committed - begun);
                     after_commit(event).await;
                     sequence += pace.writers;
                 }
@@ -156,8 +162,10 @@ where
     }
     let elapsed = started.elapsed();
     let commits = std::mem::take(&mut *commits.lock().unwrap());
+    let transactions = std::mem::take(&mut *transactions.lock().unwrap());
     Produced {
         rate: commits.len() as f64 / elapsed.as_secs_f64(),
         commits,
+        transactions,
     }
 }
