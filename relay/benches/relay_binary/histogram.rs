@@ -159,7 +159,7 @@ pub(crate) mod tests {
 
     fn parse_and_difference() {
         let before = "\
-# HELP outbox_relay_commit_to_ack_seconds Time from an event's created_at to the broker's acknowledgement.
+# HELP outbox_relay_commit_to_ack_seconds Time from an event's commit (logical source) or created_at (polling) to the broker's acknowledgement.
 # TYPE outbox_relay_commit_to_ack_seconds histogram
 outbox_relay_commit_to_ack_seconds_bucket{le=\"0.001\"} 3
 outbox_relay_commit_to_ack_seconds_bucket{le=\"0.002\"} 4

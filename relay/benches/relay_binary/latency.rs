@@ -100,7 +100,7 @@ impl LatencyFigures {
         let mut transactions = self.transactions.clone();
         format!(
             "; commit → ack p50 {}, p99 {} (n = {}, the relay's histogram, interpolated within its bucket, \
-             from the transaction's now(); its transactions, BEGIN → COMMIT returned: {})",
+             from the commit record (logical) or the transaction's now() (polling); its transactions, BEGIN → COMMIT returned: {})",
             ms(0.5),
             ms(0.99),
             histogram.count(),

@@ -35,8 +35,9 @@ const PUBLISHED_TOTAL: &str = "outbox_relay_events_published_total";
 /// Sum and count of the batch publish histogram.
 const BATCH_PUBLISH_SUM: &str = "outbox_relay_batch_publish_seconds_sum";
 const BATCH_PUBLISH_COUNT: &str = "outbox_relay_batch_publish_seconds_count";
-/// The commit-to-ack histogram: from an event's `created_at` (its
-/// transaction's `now()`) to the broker's acknowledgement.
+/// The commit-to-ack histogram: from an event's commit (the WAL's commit
+/// record on the logical source; its `created_at`, the transaction's
+/// `now()`, when polling) to the broker's acknowledgement.
 const COMMIT_TO_ACK: &str = "outbox_relay_commit_to_ack_seconds";
 
 /// How long a relay may take to stop after SIGTERM.

@@ -355,8 +355,8 @@ fn print_latencies(latencies: &[LatencyFigures]) {
     println!();
     println!(
         "Commit → ack: the relay's `outbox_relay_commit_to_ack_seconds` read at the start and the end of the measured window, \
-         the difference of its cumulative buckets; from each event's `created_at` (its transaction's `now()`) to the broker's \
-         acknowledgement; p50 and p99 interpolated linearly within their bucket, as PromQL's `histogram_quantile` does."
+         the difference of its cumulative buckets; from each event's commit (the WAL's commit record on the logical source; \
+         its `created_at`, the transaction's `now()`, when polling) to the broker's acknowledgement; p50 and p99 interpolated linearly within their bucket, as PromQL's `histogram_quantile` does."
     );
     for figures in latencies
         .iter()
