@@ -1,13 +1,15 @@
 //! Fetching a batch, leaving out the events the relay still has in hand:
-//! the batch in flight, and the events published whose mark is still in
-//! flight.
+//! the batches in flight, and the events published whose mark is still in
+//! flight. When a full batch is sent, the next one is fetched beside its
+//! send ([`Dispatcher::prefetch_after`]).
 //!
 //! The ids left out travel in the statement's parameters, 12 bytes an id
 //! on PostgreSQL, and the server compares every row it scans with them, so
-//! they are kept to [`MAX_EXCLUDED_IDS`] (or one batch, when `batch_size`
-//! is larger): the batches in flight are bounded by it too
-//! (`in_flight.rs`), and past the bound the fetch first waits for the
-//! oldest marks, which then need no exclusion at all. (The bound once also
+//! they are kept few: the batches in flight are bounded to
+//! [`MAX_EXCLUDED_IDS`] events (or one batch, when `batch_size` is larger;
+//! `in_flight.rs`), and the unmarked events with the batch being sent to
+//! as many again: past that, the fetch first waits for the oldest marks,
+//! which then need no exclusion at all. (The bound once also
 //! kept the message under one TLS record, 16 KB: sqlx sets no
 //! `TCP_NODELAY`, and a second record waited 40 ms for the server's
 //! delayed acknowledgement. The store now sets it; see
@@ -21,10 +23,18 @@ use super::publish::SentBatch;
 use super::waves::aggregate_key;
 use super::{Dispatcher, LoopState};
 use crate::Error;
-use crate::store::ClaimedEvent;
+use crate::store::{ClaimedEvent, Lease};
 
 /// Most ids a fetch leaves out: 12 KB of parameters on PostgreSQL.
 const MAX_EXCLUDED_IDS: usize = 1_000;
+
+/// A batch fetched while the previous one was being sent, with the leases
+/// it was fetched under and how many batches had landed when it started.
+pub(super) struct Prefetched {
+    leases: Vec<Lease>,
+    fetched: Result<Vec<ClaimedEvent>, Error>,
+    landed_before_fetch: u64,
+}
 
 impl Dispatcher {
     /// Most ids a fetch leaves out: [`MAX_EXCLUDED_IDS`], or one batch when
@@ -47,15 +57,28 @@ impl Dispatcher {
     /// An event whose aggregate had an event fail or stay unsent in a batch
     /// landed while the fetch ran is left out: the fetch could not see that
     /// failure, and the event must wait for the next fetch, which does.
+    ///
+    /// The batch fetched ahead while the previous one was sent
+    /// ([`Dispatcher::prefetch_after`]) is taken when it was fetched under
+    /// `leases`.
     pub(super) async fn fetch(
         &mut self,
-        partitions: &[i32],
+        leases: &[Lease],
         state: &mut LoopState,
         stop: &CancellationToken,
     ) -> Result<Vec<ClaimedEvent>, Error> {
-        let landed_before_fetch = self.landed_count;
-        self.fetch_started_after = Some(landed_before_fetch);
-        let fetched = self.fetch_landing_answers(partitions, state, stop).await;
+        let (landed_before_fetch, fetched) = match self.prefetched.take() {
+            Some(prefetched) if prefetched.leases == leases => {
+                (prefetched.landed_before_fetch, prefetched.fetched)
+            }
+            _ => {
+                let landed_before_fetch = self.landed_count;
+                self.fetch_started_after = Some(landed_before_fetch);
+                let partitions: Vec<i32> = leases.iter().map(|lease| lease.partition_no).collect();
+                let fetched = self.fetch_landing_answers(&partitions, state, stop).await;
+                (landed_before_fetch, fetched)
+            }
+        };
         self.fetch_started_after = None;
         let mut fetched = fetched?;
         if self.landed_count > landed_before_fetch {
@@ -67,6 +90,37 @@ impl Dispatcher {
         Ok(fetched)
     }
 
+    /// A future fetching the batch after `current`, which is about to be
+    /// sent: it runs beside that send, and [`Dispatcher::fetch`] takes its
+    /// result. It leaves out `current` too.
+    pub(super) async fn prefetch_after(
+        &mut self,
+        leases: &[Lease],
+        current: &[ClaimedEvent],
+    ) -> impl Future<Output = Prefetched> + use<> {
+        let landed_before_fetch = self.landed_count;
+        self.fetch_started_after = Some(landed_before_fetch);
+        let partitions: Vec<i32> = leases.iter().map(|lease| lease.partition_no).collect();
+        let current: Vec<i64> = current.iter().map(|claimed| claimed.event.id).collect();
+        let fetching = self.start_fetch(&partitions, &current).await;
+        let leases = leases.to_vec();
+        async move {
+            Prefetched {
+                leases,
+                fetched: fetching.await,
+                landed_before_fetch,
+            }
+        }
+    }
+
+    /// Forget the batch fetched ahead: the leases changed, or the broker is
+    /// down and it would be stale by the time it is sent.
+    pub(super) fn drop_prefetched(&mut self) {
+        if self.prefetched.take().is_some() {
+            self.fetch_started_after = None;
+        }
+    }
+
     /// Fetch, landing the batches the broker answers for meanwhile.
     async fn fetch_landing_answers(
         &mut self,
@@ -74,7 +128,7 @@ impl Dispatcher {
         state: &mut LoopState,
         stop: &CancellationToken,
     ) -> Result<Vec<ClaimedEvent>, Error> {
-        let fetching = self.start_fetch(partitions).await;
+        let fetching = self.start_fetch(partitions, &[]).await;
         tokio::pin!(fetching);
         loop {
             let Some(oldest) = self.in_flight.front_mut() else {
@@ -94,14 +148,19 @@ impl Dispatcher {
         }
     }
 
-    /// The fetch of the next batch, as a future owning what it needs.
+    /// The fetch of the next batch, as a future owning what it needs. It
+    /// leaves out `also_exclude` besides the batches in flight and the
+    /// unmarked events.
     async fn start_fetch(
         &mut self,
         partitions: &[i32],
+        also_exclude: &[i64],
     ) -> impl Future<Output = Result<Vec<ClaimedEvent>, Error>> + use<> {
-        let in_flight_count = self.events_in_flight();
-        let bound = self.max_excluded_ids().max(in_flight_count);
-        while self.unmarked.len() + in_flight_count > bound && !self.marking.is_empty() {
+        // The batches in flight are left out on top of the bound: they are
+        // bounded by it too (`in_flight.rs`).
+        while self.unmarked.len() + also_exclude.len() > self.max_excluded_ids()
+            && !self.marking.is_empty()
+        {
             self.settle_oldest_mark().await;
         }
         let exclude: Vec<i64> = self
@@ -113,6 +172,7 @@ impl Dispatcher {
                     .iter()
                     .flat_map(|batch| batch.ids.iter().copied()),
             )
+            .chain(also_exclude.iter().copied())
             .collect();
         let store = Arc::clone(&self.store);
         let partitions = partitions.to_vec();

@@ -11,15 +11,17 @@ use std::collections::HashSet;
 
 use tokio_util::sync::CancellationToken;
 
-use super::publish::SentBatch;
+use super::publish::{BatchOutcome, SentBatch};
 use super::waves::AggregateKey;
 use super::{Dispatcher, LoopState, quiet};
+use crate::store::Lease;
 
-/// Most batches in flight at once. Small batches come one after the other
-/// at a modest steady rate; this many keep being sent through a pause of
-/// the broker's confirms (RabbitMQ's confirms of persistent messages wait
-/// for its periodic disk sync).
-pub(super) const MAX_BATCHES_IN_FLIGHT: usize = 16;
+/// Most batches in flight at once. At a modest steady rate, batches of a
+/// few events follow one another closely; this many keep being sent
+/// through a pause of the broker's confirms (RabbitMQ confirms persistent
+/// messages after its disk sync, which can take 100 ms and more). The
+/// events in flight are bounded too ([`Dispatcher::max_excluded_ids`]).
+pub(super) const MAX_BATCHES_IN_FLIGHT: usize = 256;
 
 /// What landing a batch showed.
 pub(super) struct Landed {
@@ -33,6 +35,42 @@ impl Dispatcher {
     /// Await the last acknowledgements of `sent`, record its failures and
     /// start the mark of its published events.
     pub(super) async fn land(&mut self, sent: SentBatch) -> Landed {
+        self.land_together(vec![sent]).await.unwrap_or(Landed {
+            events: 0,
+            outage: None,
+        })
+    }
+
+    /// Land `batches`, oldest first: await their acknowledgements, then
+    /// record their failures and mark their published events together (one
+    /// statement for batches fetched under the same leases, as they are
+    /// between two rebalances). Returns what the last one showed.
+    async fn land_together(&mut self, batches: Vec<SentBatch>) -> Option<Landed> {
+        let mut last = None;
+        let mut pending: Option<(BatchOutcome, Vec<Lease>)> = None;
+        for sent in batches {
+            let (landed, outcome, leases) = self.account_for_landing(sent).await;
+            last = Some(landed);
+            pending = match pending {
+                Some((mut merged, merged_leases)) if merged_leases == leases => {
+                    merged.absorb(outcome);
+                    Some((merged, merged_leases))
+                }
+                Some((earlier, earlier_leases)) => {
+                    self.settle(earlier, earlier_leases).await;
+                    Some((outcome, leases))
+                }
+                None => Some((outcome, leases)),
+            };
+        }
+        if let Some((outcome, leases)) = pending {
+            self.settle(outcome, leases).await;
+        }
+        last
+    }
+
+    /// Await the last acknowledgements of `sent` and account for them.
+    async fn account_for_landing(&mut self, sent: SentBatch) -> (Landed, BatchOutcome, Vec<Lease>) {
         let failed_before = self.failed_since(sent.landed_before_send);
         let leases = sent.leases.clone();
         let events = sent.len();
@@ -49,8 +87,7 @@ impl Dispatcher {
                 .push_back((self.landed_count, outcome.blocked.clone()));
         }
         self.forget_failures_no_batch_needs();
-        self.settle(outcome, leases).await;
-        Landed { events, outage }
+        (Landed { events, outage }, outcome, leases)
     }
 
     /// Aggregates with an event that failed or stayed unsent in a batch
@@ -88,11 +125,8 @@ impl Dispatcher {
         state: &mut LoopState,
         stop: &CancellationToken,
     ) -> bool {
-        let mut last = None;
-        while let Some(sent) = self.in_flight.pop_front() {
-            last = Some(self.land(sent).await);
-        }
-        match last {
+        let batches: Vec<SentBatch> = self.in_flight.drain(..).collect();
+        match self.land_together(batches).await {
             Some(landed) => self.react_to(landed, state, stop).await,
             None => false,
         }
@@ -107,7 +141,7 @@ impl Dispatcher {
         state: &mut LoopState,
         stop: &CancellationToken,
     ) -> bool {
-        let mut last = None;
+        let mut answered = Vec::new();
         loop {
             let over_bounds = self.in_flight.len() > MAX_BATCHES_IN_FLIGHT
                 || self.events_in_flight() > self.max_excluded_ids();
@@ -117,24 +151,20 @@ impl Dispatcher {
             if !over_bounds && !oldest.is_answered() {
                 break;
             }
-            let Some(sent) = self.in_flight.pop_front() else {
-                break;
-            };
-            let landed = self.land(sent).await;
-            let outage = landed.outage.is_some();
-            last = Some(landed);
-            if outage {
-                // The broker took none of it: those sent behind it fare no
-                // better. Land them all before backing off.
-                while let Some(sent) = self.in_flight.pop_front() {
-                    last = Some(self.land(sent).await);
-                }
+            answered.extend(self.in_flight.pop_front());
+        }
+        let Some(mut last) = self.land_together(answered).await else {
+            return false;
+        };
+        if last.outage.is_some() && !self.in_flight.is_empty() {
+            // The broker took none of it: those sent behind it fare no
+            // better. Land them all before backing off.
+            let rest: Vec<SentBatch> = self.in_flight.drain(..).collect();
+            if let Some(rest_last) = self.land_together(rest).await {
+                last = rest_last;
             }
         }
-        match last {
-            Some(landed) => self.react_to(landed, state, stop).await,
-            None => false,
-        }
+        self.react_to(last, state, stop).await
     }
 
     /// Nothing new to send: wait until the broker answers for the oldest

@@ -22,7 +22,8 @@
 //!   outage.
 //! - `waves.rs`: how a batch splits into waves that keep each aggregate's
 //!   order.
-//! - `fetch.rs`: fetching, with the ids left out kept few.
+//! - `fetch.rs`: fetching, and fetching the next batch while one is sent,
+//!   with the ids left out kept few.
 //! - `marker.rs`: marks in flight, overlapped with the next batches.
 //! - `failures.rs`: recording rejected events for retry or as dead.
 //! - `commit_order.rs`: noticing events committed out of id order.
@@ -129,8 +130,11 @@ pub struct Dispatcher {
     /// theirs acknowledged in a batch sent before it landed went out of
     /// order.
     landed_failures: VecDeque<(u64, HashSet<AggregateKey>)>,
-    /// While a fetch runs: how many batches had landed when it started (it
-    /// must not return events of aggregates that failed since).
+    /// The next batch, fetched while the previous one was sent.
+    prefetched: Option<fetch::Prefetched>,
+    /// While a fetch runs, or its batch waits: how many batches had landed
+    /// when it started (it must not return events of aggregates that failed
+    /// since).
     fetch_started_after: Option<u64>,
     /// Highest id published per aggregate, to notice events committed out
     /// of id order (see [`Dispatcher::note_commit_order`]).
@@ -170,6 +174,7 @@ impl Dispatcher {
             in_flight: VecDeque::new(),
             landed_count: 0,
             landed_failures: VecDeque::new(),
+            prefetched: None,
             fetch_started_after: None,
             last_published: HashMap::new(),
             next_stall_check: None,
@@ -194,6 +199,7 @@ impl Dispatcher {
             self.keep_notifications_quiet(snapshot.leases.is_empty())
                 .await;
             if snapshot.leases.is_empty() || !snapshot.valid_for(self.settings.publish_timeout) {
+                self.drop_prefetched();
                 self.land_all(&mut state, &stop).await;
                 let wait = self
                     .settings
@@ -206,9 +212,18 @@ impl Dispatcher {
                 continue;
             };
             let full_batch = fetched.len() as i64 >= self.settings.batch_size;
-            // Send this batch behind the ones in flight, then land those
-            // the broker has answered for meanwhile.
-            let sent = self.send_batch(fetched, snapshot.leases, &stop).await;
+            // Send this batch behind the ones in flight (fetching the next
+            // one meanwhile when more is waiting), then land those the
+            // broker has answered for.
+            let sent = if full_batch {
+                let prefetch = self.prefetch_after(&snapshot.leases, &fetched).await;
+                let (sent, next) =
+                    tokio::join!(self.send_batch(fetched, snapshot.leases, &stop), prefetch);
+                self.prefetched = Some(next);
+                sent
+            } else {
+                self.send_batch(fetched, snapshot.leases, &stop).await
+            };
             let keep_sending = sent.may_stay_in_flight() && !stop.is_cancelled();
             self.in_flight.push_back(sent);
             let outage = if keep_sending {
@@ -233,8 +248,9 @@ impl Dispatcher {
         if Instant::now() < state.next_rebalance {
             return;
         }
-        // The batch in flight and the marks are fenced by the leases they
+        // The batches in flight and the marks are fenced by the leases they
         // were fetched under: settle them before any lease is given up.
+        self.drop_prefetched();
         self.land_all(state, stop).await;
         self.finish_marking().await;
         if let Err(error) = self.leases.rebalance().await {
@@ -252,8 +268,7 @@ impl Dispatcher {
         leases: &[Lease],
         stop: &CancellationToken,
     ) -> Option<Vec<ClaimedEvent>> {
-        let partitions: Vec<i32> = leases.iter().map(|lease| lease.partition_no).collect();
-        let fetched = match self.fetch(&partitions, state, stop).await {
+        let fetched = match self.fetch(leases, state, stop).await {
             Ok(fetched) => fetched,
             Err(error) => {
                 tracing::warn!(%error, "fetching pending events failed");
@@ -293,6 +308,8 @@ impl Dispatcher {
         error: &str,
         events: usize,
     ) {
+        // A batch fetched ahead would be stale after the pause.
+        self.drop_prefetched();
         let failing_for = self.health.record_unavailable(error);
         state.outage_delay = next_outage_delay(state.outage_delay, self.settings.poll_interval_max);
         tracing::warn!(

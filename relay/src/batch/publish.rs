@@ -29,6 +29,19 @@ pub(super) struct BatchOutcome {
     pub(super) blocked: HashSet<AggregateKey>,
 }
 
+impl BatchOutcome {
+    /// Add the outcome of a later batch to this one.
+    pub(super) fn absorb(&mut self, later: BatchOutcome) {
+        self.published.extend(later.published);
+        self.rejected.extend(later.rejected);
+        self.unavailable += later.unavailable;
+        if self.first_unavailable.is_none() {
+            self.first_unavailable = later.first_unavailable;
+        }
+        self.blocked.extend(later.blocked);
+    }
+}
+
 /// A batch whose waves were sent: the outcome of the waves already
 /// acknowledged, and the last wave, its acknowledgements perhaps still to
 /// come.
