@@ -17,6 +17,8 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::publish::SentBatch;
@@ -28,11 +30,12 @@ use crate::store::{ClaimedEvent, Lease};
 /// Most ids a fetch leaves out: 12 KB of parameters on PostgreSQL.
 const MAX_EXCLUDED_IDS: usize = 1_000;
 
-/// A batch fetched while the previous one was being sent, with the leases
-/// it was fetched under and how many batches had landed when it started.
+/// A batch being fetched while the previous one is sent, in a task of its
+/// own, with the leases it is fetched under and how many batches had landed
+/// when it started.
 pub(super) struct Prefetched {
     leases: Vec<Lease>,
-    fetched: Result<Vec<ClaimedEvent>, Error>,
+    task: JoinHandle<Result<Vec<ClaimedEvent>, Error>>,
     landed_before_fetch: u64,
 }
 
@@ -67,18 +70,27 @@ impl Dispatcher {
         state: &mut LoopState,
         stop: &CancellationToken,
     ) -> Result<Vec<ClaimedEvent>, Error> {
-        let (landed_before_fetch, fetched) = match self.prefetched.take() {
+        let (landed_before_fetch, fetching): (u64, BoxFuture<'static, _>) = match self
+            .prefetched
+            .take()
+        {
             Some(prefetched) if prefetched.leases == leases => {
-                (prefetched.landed_before_fetch, prefetched.fetched)
+                let task = prefetched.task;
+                let fetching = async move { task.await.map_err(|error| Error::Io(error.into()))? };
+                (prefetched.landed_before_fetch, Box::pin(fetching))
             }
-            _ => {
+            other => {
+                if let Some(stale) = other {
+                    stale.task.abort();
+                }
                 let landed_before_fetch = self.landed_count;
                 self.fetch_started_after = Some(landed_before_fetch);
                 let partitions: Vec<i32> = leases.iter().map(|lease| lease.partition_no).collect();
-                let fetched = self.fetch_landing_answers(&partitions, state, stop).await;
-                (landed_before_fetch, fetched)
+                let fetching = self.start_fetch(&partitions, &[]).await;
+                (landed_before_fetch, Box::pin(fetching))
             }
         };
+        let fetched = self.fetch_landing_answers(fetching, state, stop).await;
         self.fetch_started_after = None;
         let mut fetched = fetched?;
         if self.landed_count > landed_before_fetch {
@@ -90,45 +102,40 @@ impl Dispatcher {
         Ok(fetched)
     }
 
-    /// A future fetching the batch after `current`, which is about to be
-    /// sent: it runs beside that send, and [`Dispatcher::fetch`] takes its
-    /// result. It leaves out `current` too.
-    pub(super) async fn prefetch_after(
-        &mut self,
-        leases: &[Lease],
-        current: &[ClaimedEvent],
-    ) -> impl Future<Output = Prefetched> + use<> {
+    /// Start fetching, in a task of its own, the batch after `current`,
+    /// which is about to be sent; [`Dispatcher::fetch`] takes its result.
+    /// It leaves out `current` too.
+    pub(super) async fn prefetch_after(&mut self, leases: &[Lease], current: &[ClaimedEvent]) {
+        self.drop_prefetched();
         let landed_before_fetch = self.landed_count;
         self.fetch_started_after = Some(landed_before_fetch);
         let partitions: Vec<i32> = leases.iter().map(|lease| lease.partition_no).collect();
         let current: Vec<i64> = current.iter().map(|claimed| claimed.event.id).collect();
         let fetching = self.start_fetch(&partitions, &current).await;
-        let leases = leases.to_vec();
-        async move {
-            Prefetched {
-                leases,
-                fetched: fetching.await,
-                landed_before_fetch,
-            }
-        }
+        self.prefetched = Some(Prefetched {
+            leases: leases.to_vec(),
+            task: tokio::spawn(fetching),
+            landed_before_fetch,
+        });
     }
 
     /// Forget the batch fetched ahead: the leases changed, or the broker is
     /// down and it would be stale by the time it is sent.
     pub(super) fn drop_prefetched(&mut self) {
-        if self.prefetched.take().is_some() {
+        if let Some(prefetched) = self.prefetched.take() {
+            prefetched.task.abort();
             self.fetch_started_after = None;
         }
     }
 
-    /// Fetch, landing the batches the broker answers for meanwhile.
+    /// Await `fetching`, landing the batches the broker answers for
+    /// meanwhile.
     async fn fetch_landing_answers(
         &mut self,
-        partitions: &[i32],
+        fetching: BoxFuture<'static, Result<Vec<ClaimedEvent>, Error>>,
         state: &mut LoopState,
         stop: &CancellationToken,
     ) -> Result<Vec<ClaimedEvent>, Error> {
-        let fetching = self.start_fetch(partitions, &[]).await;
         tokio::pin!(fetching);
         loop {
             let Some(oldest) = self.in_flight.front_mut() else {

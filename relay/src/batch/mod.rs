@@ -130,7 +130,7 @@ pub struct Dispatcher {
     /// theirs acknowledged in a batch sent before it landed went out of
     /// order.
     landed_failures: VecDeque<(u64, HashSet<AggregateKey>)>,
-    /// The next batch, fetched while the previous one was sent.
+    /// The next batch, being fetched while the previous one is sent.
     prefetched: Option<fetch::Prefetched>,
     /// While a fetch runs, or its batch waits: how many batches had landed
     /// when it started (it must not return events of aggregates that failed
@@ -212,35 +212,47 @@ impl Dispatcher {
                 continue;
             };
             let full_batch = fetched.len() as i64 >= self.settings.batch_size;
-            // Send this batch behind the ones in flight (fetching the next
-            // one meanwhile when more is waiting), then land those the
-            // broker has answered for.
-            let sent = if full_batch {
-                let prefetch = self.prefetch_after(&snapshot.leases, &fetched).await;
-                let (sent, next) =
-                    tokio::join!(self.send_batch(fetched, snapshot.leases, &stop), prefetch);
-                self.prefetched = Some(next);
-                sent
-            } else {
-                self.send_batch(fetched, snapshot.leases, &stop).await
-            };
-            let keep_sending = sent.may_stay_in_flight() && !stop.is_cancelled();
-            self.in_flight.push_back(sent);
-            let outage = if keep_sending {
-                self.land_answered(&mut state, &stop).await
-            } else {
-                // A failure is known already: land everything first.
-                self.land_all(&mut state, &stop).await
-            };
+            // Send this batch behind the ones in flight and land those the
+            // broker has answered for, fetching the next batch meanwhile
+            // when more is waiting.
+            if full_batch {
+                self.prefetch_after(&snapshot.leases, &fetched).await;
+            }
+            let outage = self
+                .send_and_land(fetched, snapshot.leases, &mut state, &stop)
+                .await;
             if !full_batch && !outage {
                 self.pause(&stop, self.settings.poll_interval_min).await;
             }
         }
+        self.drop_prefetched();
         while let Some(sent) = self.in_flight.pop_front() {
             self.land(sent).await;
         }
         self.finish_marking().await;
         self.totals
+    }
+
+    /// Send `batch` behind the batches in flight, then land those the
+    /// broker has answered for; when the batch cannot stay in flight (a
+    /// failure is known already, or the publisher does not keep order
+    /// across sends), land everything, this batch too. True when the loop
+    /// backed off after an outage.
+    async fn send_and_land(
+        &mut self,
+        batch: Vec<ClaimedEvent>,
+        leases: Vec<Lease>,
+        state: &mut LoopState,
+        stop: &CancellationToken,
+    ) -> bool {
+        let sent = self.send_batch(batch, leases, stop).await;
+        let keep_sending = sent.may_stay_in_flight() && !stop.is_cancelled();
+        self.in_flight.push_back(sent);
+        if keep_sending {
+            self.land_answered(state, stop).await
+        } else {
+            self.land_all(state, stop).await
+        }
     }
 
     /// Rebalance the leases every renewal interval, between batches.
