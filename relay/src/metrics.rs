@@ -45,7 +45,7 @@ const COMMIT_TO_ACK_BUCKETS: &[f64] = &[
 /// | `events_dead_lettered_total{topic}` | counter | events moved to dead on their last attempt |
 /// | `stale_marks_total` | counter | acknowledged events whose lease was lost before they were marked (they are published again) |
 /// | `events_published_out_of_order_total{topic}` | counter | events the broker acknowledged although an earlier event of their aggregate, in flight with them, failed (see `docs/guarantees.md`) |
-/// | `batch_publish_seconds` | histogram | one batch, from its first send to its last acknowledgement |
+/// | `batch_publish_seconds` | histogram | one batch, from its first send until the relay lands its last acknowledgement (it may wait in flight behind earlier batches) |
 /// | `commit_to_ack_seconds` | histogram | from an event's commit to its acknowledgement: the commit record's time on the logical source, `created_at` (the transaction's start) when polling |
 /// | `pending_events` | gauge | events waiting to be published (refreshed on scrape): pending rows; `--source logical`: the table path's unpublished events and this instance's unsettled streamed ones |
 /// | `oldest_pending_age_seconds` | gauge | age of the oldest of those events, 0 when none (refreshed on scrape) |
