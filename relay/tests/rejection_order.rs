@@ -29,37 +29,6 @@ use support::process::{FAST_CONFIG, RelayProcess, wait_until};
 const ROUTED: &str = "shipment.moved";
 const RETURNED: &str = "shipment.lost";
 
-/// Enqueue, in one transaction, the aggregate `mixed` with event types
-/// returned, routed, returned, routed, and ten routed events of other
-/// aggregates. Returns the event ids in order.
-async fn enqueue(db: &TestDatabase<sqlx::Postgres>, exchange: &str) -> Vec<String> {
-    let message = |event_type: &str, aggregate_id: String, sequence: usize| {
-        outbox::OutboxMessage::new(
-            event_type,
-            "/shipments",
-            "shipment",
-            aggregate_id,
-            exchange,
-            serde_json::value::to_raw_value(&serde_json::json!({ "sequence": sequence }))
-                .expect("payload"),
-        )
-    };
-    let mut messages = vec![
-        message(RETURNED, "mixed".to_owned(), 0),
-        message(ROUTED, "mixed".to_owned(), 1),
-        message(RETURNED, "mixed".to_owned(), 2),
-        message(ROUTED, "mixed".to_owned(), 3),
-    ];
-    messages.extend((4..14).map(|n| message(ROUTED, format!("other-{n}"), n)));
-    let mut tx = db.pool().begin().await.expect("begin");
-    let ids = outbox::OutboxWriter::new()
-        .enqueue_messages(&mut tx, messages)
-        .await
-        .expect("enqueue");
-    tx.commit().await.expect("commit");
-    ids.iter().map(ToString::to_string).collect()
-}
-
 async fn state_of(db: &TestDatabase<sqlx::Postgres>, event_id: &str) -> (String, i32) {
     sqlx::query_as("SELECT state, attempts FROM outbox_events WHERE event_id = $1::uuid")
         .bind(event_id)
@@ -74,7 +43,17 @@ async fn a_rejection_in_flight_holds_refused_followers_and_counts_taken_ones() {
     outbox::migrate(db.pool()).await.expect("migrate");
     let exchange = unique_name("reject-in-flight");
     let consumed = rabbitmq::exchange_consumer_bound_with(&exchange, ROUTED).await;
-    let ids = enqueue(&db, &exchange).await;
+    // The aggregate `mixed`: returned, routed, returned, routed; then ten
+    // routed events of other aggregates.
+    let others: Vec<String> = (4..14).map(|n| format!("other-{n}")).collect();
+    let mut events = vec![
+        ("mixed", true),
+        ("mixed", false),
+        ("mixed", true),
+        ("mixed", false),
+    ];
+    events.extend(others.iter().map(|other| (other.as_str(), false)));
+    let ids = enqueue_events(&db, &exchange, &events).await;
 
     let relay = RelayProcess::spawn(db.url(), &rabbitmq::amqp_url(), FAST_CONFIG);
     let address = endpoint_address(&relay).await;
