@@ -32,20 +32,11 @@ pub(super) struct Landed {
 }
 
 impl Dispatcher {
-    /// Await the last acknowledgements of `sent`, record its failures and
-    /// start the mark of its published events.
-    pub(super) async fn land(&mut self, sent: SentBatch) -> Landed {
-        self.land_together(vec![sent]).await.unwrap_or(Landed {
-            events: 0,
-            outage: None,
-        })
-    }
-
     /// Land `batches`, oldest first: await their acknowledgements, then
     /// record their failures and mark their published events together (one
     /// statement for batches fetched under the same leases, as they are
     /// between two rebalances). Returns what the last one showed.
-    async fn land_together(&mut self, batches: Vec<SentBatch>) -> Option<Landed> {
+    pub(super) async fn land_together(&mut self, batches: Vec<SentBatch>) -> Option<Landed> {
         let mut last = None;
         let mut pending: Option<(BatchOutcome, Vec<Lease>)> = None;
         for sent in batches {

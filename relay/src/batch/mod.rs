@@ -226,9 +226,8 @@ impl Dispatcher {
             }
         }
         self.drop_prefetched();
-        while let Some(sent) = self.in_flight.pop_front() {
-            self.land(sent).await;
-        }
+        let in_flight: Vec<SentBatch> = self.in_flight.drain(..).collect();
+        self.land_together(in_flight).await;
         self.finish_marking().await;
         self.totals
     }

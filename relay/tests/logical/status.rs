@@ -8,22 +8,25 @@ use crate::harness::{LogicalDatabase, WAIT, insert_event};
 use crate::support::http::{endpoint_address, get, sample};
 use crate::support::process::wait_until;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metrics_and_status_report_the_slot() {
-    let database = LogicalDatabase::new().await;
-    let relay = database.spawn_relay("stdout");
-    let address = endpoint_address(&relay).await;
+/// Commit one event per entry of `aggregates` in one transaction, then wait
+/// until `/metrics` shows the slot confirmed past it with nothing
+/// unsettled. Returns whether it did, and the last `/metrics` read.
+async fn commit_and_wait_until_confirmed(
+    database: &LogicalDatabase,
+    address: &str,
+    aggregates: &[&str],
+) -> (bool, String) {
     let mut transaction = database.db.pool().begin().await.expect("begin");
-    for sequence in 0..3 {
+    for (sequence, aggregate) in (0..).zip(aggregates) {
         let connection = transaction.acquire().await.expect("connection");
-        insert_event(connection, "t", "a-1", sequence).await;
+        insert_event(connection, "t", aggregate, sequence).await;
     }
     transaction.commit().await.expect("commit");
     let written_up_to = database.current_wal_position().await as f64;
 
     let last_metrics = std::sync::Mutex::new(String::new());
-    let reported = wait_until(WAIT, || async {
-        let body = get(&address, "/metrics").await.body;
+    let caught_up = wait_until(WAIT, || async {
+        let body = get(address, "/metrics").await.body;
         let caught_up = sample(&body, "outbox_relay_slot_confirmed_lsn")
             .is_some_and(|confirmed| confirmed >= written_up_to)
             && sample(&body, "outbox_relay_stream_unsettled_events") == Some(0.0);
@@ -31,7 +34,16 @@ async fn metrics_and_status_report_the_slot() {
         caught_up
     })
     .await;
-    let last_metrics = last_metrics.into_inner().expect("metrics");
+    (caught_up, last_metrics.into_inner().expect("metrics"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_status_report_the_slot() {
+    let database = LogicalDatabase::new().await;
+    let relay = database.spawn_relay("stdout");
+    let address = endpoint_address(&relay).await;
+    let (reported, last_metrics) =
+        commit_and_wait_until_confirmed(&database, &address, &["a-1"; 3]).await;
     assert!(reported, "the slot's gauges follow it:\n{last_metrics}");
     for gauge in [
         "outbox_relay_slot_lag_bytes",
@@ -71,24 +83,11 @@ async fn pending_gauges_leave_out_streamed_published_rows() {
     let database = LogicalDatabase::new().await;
     let relay = database.spawn_relay("stdout");
     let address = endpoint_address(&relay).await;
-    let mut transaction = database.db.pool().begin().await.expect("begin");
-    for sequence in 0..EVENTS {
-        let connection = transaction.acquire().await.expect("connection");
-        insert_event(connection, "t", &format!("a-{sequence}"), sequence).await;
-    }
-    transaction.commit().await.expect("commit");
-    let written_up_to = database.current_wal_position().await as f64;
-
-    let last_metrics = std::sync::Mutex::new(String::new());
-    let settled = wait_until(WAIT, || async {
-        let body = get(&address, "/metrics").await.body;
-        let caught_up = sample(&body, "outbox_relay_slot_confirmed_lsn")
-            .is_some_and(|confirmed| confirmed >= written_up_to)
-            && sample(&body, "outbox_relay_stream_unsettled_events") == Some(0.0);
-        *last_metrics.lock().expect("metrics") = body;
-        caught_up
-    })
-    .await;
+    let aggregates: Vec<String> = (0..EVENTS)
+        .map(|sequence| format!("a-{sequence}"))
+        .collect();
+    let aggregates: Vec<&str> = aggregates.iter().map(String::as_str).collect();
+    let (settled, _) = commit_and_wait_until_confirmed(&database, &address, &aggregates).await;
     assert!(settled, "the relay streams and confirms the events");
     let pending_rows = database
         .db
