@@ -40,5 +40,5 @@ pub use publish_health::PublishHealth;
 pub use relay::{Relay, RelaySettings};
 pub use retention::{RetentionSettings, run_retention_pass};
 pub use retry::RetryPolicy;
-pub use store::{OutboxStore, open_store};
+pub use store::{Connections, OutboxStore, open_store};
 pub use wakeup::{NOTIFY_CHANNEL, Wakeup};

@@ -2,11 +2,15 @@
 //! socket of its pool has `TCP_NODELAY`, which sqlx itself does not set.
 //! Without it, a statement over 16 KB on a TLS connection waits 40 ms for
 //! the server's delayed acknowledgement (see `store/tcp_nodelay.rs`).
+//!
+//! And a running relay's pool is open before its first batch: a batch that
+//! waited for a connection to be opened (TCP, TLS, authentication) added
+//! that to the latency of every event behind it.
 
 use std::net::SocketAddr;
 use std::os::fd::{BorrowedFd, RawFd};
 
-use outbox_relay::store::{MySqlStore, PostgresStore};
+use outbox_relay::store::{Connections, MySqlStore, PostgresStore};
 
 /// Connections held at once, so that the pool opens several.
 const CONNECTIONS: usize = 3;
@@ -87,4 +91,46 @@ async fn mysql_connections_have_tcp_nodelay() {
         held.push(store.pool().acquire().await.expect("a connection"));
     }
     assert_every_socket_sends_at_once(port_of(db.url()), "MariaDB");
+}
+
+/// The pool of a store kept open holds all its connections as soon as it
+/// is connected; one opened on demand holds the one it checked.
+fn assert_kept_open_holds_every_connection<DB: sqlx::Database>(
+    kept: &sqlx::Pool<DB>,
+    on_demand: &sqlx::Pool<DB>,
+    backend: &str,
+) {
+    let most = kept.options().get_max_connections();
+    assert!(most > 1, "the relay's pool allows {most} connections");
+    assert_eq!(
+        kept.size(),
+        most,
+        "a relay's pool on {backend} opened {} of its {most} connections as it started",
+        kept.size()
+    );
+    assert_eq!(
+        on_demand.size(),
+        1,
+        "a command's pool on {backend} opened more connections than it used"
+    );
+}
+
+#[tokio::test]
+async fn a_relay_opens_its_postgresql_pool_as_it_starts() {
+    let db = outbox_testkit::postgres().await;
+    let kept = PostgresStore::connect_with(db.url(), Connections::KeptOpen)
+        .await
+        .expect("connect");
+    let on_demand = PostgresStore::connect(db.url()).await.expect("connect");
+    assert_kept_open_holds_every_connection(kept.pool(), on_demand.pool(), "PostgreSQL");
+}
+
+#[tokio::test]
+async fn a_relay_opens_its_mysql_pool_as_it_starts() {
+    let db = outbox_testkit::mysql().await;
+    let kept = MySqlStore::connect_with(db.url(), Connections::KeptOpen)
+        .await
+        .expect("connect");
+    let on_demand = MySqlStore::connect(db.url()).await.expect("connect");
+    assert_kept_open_holds_every_connection(kept.pool(), on_demand.pool(), "MariaDB");
 }

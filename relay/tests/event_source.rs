@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use outbox_relay::publish::{PublishFailure, Publisher};
-use outbox_relay::store::{ClaimedEvent, EventSource, FailedAttempt, Lease, open_store};
+use outbox_relay::store::{
+    ClaimedEvent, Connections, EventSource, FailedAttempt, Lease, open_store,
+};
 use outbox_relay::{DatabaseUrl, OutboundEvent, Relay, RelayConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -147,7 +149,9 @@ async fn the_batch_loop_runs_on_another_event_source_unchanged() {
     let url: DatabaseUrl = format!("sqlite://{}", file.display())
         .parse()
         .expect("sqlite url");
-    let store = open_store(&url).await.expect("open the lease store");
+    let store = open_store(&url, Connections::OnDemand)
+        .await
+        .expect("open the lease store");
     store.migrate().await.expect("migrate");
 
     // 300 events over 3 aggregates; the event of id 150 is rejected.

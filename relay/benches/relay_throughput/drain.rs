@@ -43,7 +43,7 @@ pub(crate) async fn relay_drain(
     warm_up(publisher.as_ref(), settings, target).await;
 
     let opened = Arc::new(
-        PostgresStore::connect(&database.url)
+        PostgresStore::connect_with(&database.url, outbox_relay::Connections::KeptOpen)
             .await
             .expect("open store"),
     );
@@ -134,7 +134,7 @@ pub(crate) async fn read_only_ceiling(
     }
     warm_up(publisher.as_ref(), settings, target).await;
     let opened = Arc::new(
-        PostgresStore::connect(&database.url)
+        PostgresStore::connect_with(&database.url, outbox_relay::Connections::KeptOpen)
             .await
             .expect("open store"),
     );

@@ -50,7 +50,7 @@ pub(crate) async fn relay_latency(
     }
 
     let opened = Arc::new(
-        PostgresStore::connect(&database.url)
+        PostgresStore::connect_with(&database.url, outbox_relay::Connections::KeptOpen)
             .await
             .expect("open store"),
     );

@@ -94,7 +94,11 @@ async fn logical_drain(
     let database = create_database().await;
     let slot_name = unique_slot_name("outbox_bench");
     let slot_guard = ReplicationSlotGuard::new(&database.url, &slot_name);
-    let store = Arc::new(PostgresStore::connect(&database.url).await.expect("store"));
+    let store = Arc::new(
+        PostgresStore::connect_with(&database.url, outbox_relay::Connections::KeptOpen)
+            .await
+            .expect("store"),
+    );
     let slot = SlotName::parse(&slot_name).expect("slot name");
     prepare(store.pool(), &slot)
         .await

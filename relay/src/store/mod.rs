@@ -51,21 +51,40 @@ const POOL_SIZE: u32 = 6;
 /// How long to wait for a connection before giving up.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// When a store's pool opens its connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connections {
+    /// Opened when a statement needs one, closed after ten idle minutes
+    /// and renewed every thirty: for commands that run a few statements.
+    OnDemand,
+    /// All of the pool's connections opened as it starts and kept open, for
+    /// a running relay. Opening a connection (TCP, TLS, authentication)
+    /// takes tens of milliseconds; a batch that waited for one would add
+    /// that to the commit-to-ack latency of every event behind it.
+    KeptOpen,
+}
+
 /// Every statement the relay runs: what one database gives it.
 pub trait OutboxStore: LeaseStore + EventSource + OperatorStore {}
 
 impl<T: LeaseStore + EventSource + OperatorStore> OutboxStore for T {}
 
-/// Connect to the database `url` names, with the store of its backend.
+/// Connect to the database `url` names, with the store of its backend and
+/// its pool's `connections`.
 ///
 /// # Errors
 /// [`Error::InvalidDatabaseUrl`] for options sqlx rejects;
 /// [`Error::Database`] when the database cannot be reached.
-pub async fn open_store(url: &DatabaseUrl) -> Result<Arc<dyn OutboxStore>, Error> {
+pub async fn open_store(
+    url: &DatabaseUrl,
+    connections: Connections,
+) -> Result<Arc<dyn OutboxStore>, Error> {
     Ok(match url {
-        DatabaseUrl::Postgres(text) => Arc::new(PostgresStore::connect(text).await?),
-        DatabaseUrl::MySql(text) => Arc::new(MySqlStore::connect(text).await?),
-        DatabaseUrl::Sqlite(text) => Arc::new(SqliteStore::connect(text).await?),
+        DatabaseUrl::Postgres(text) => {
+            Arc::new(PostgresStore::connect_with(text, connections).await?)
+        }
+        DatabaseUrl::MySql(text) => Arc::new(MySqlStore::connect_with(text, connections).await?),
+        DatabaseUrl::Sqlite(text) => Arc::new(SqliteStore::connect_with(text, connections).await?),
     })
 }
 

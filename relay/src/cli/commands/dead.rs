@@ -4,7 +4,7 @@
 use super::database_url;
 use crate::Error;
 use crate::cli::{DeadAction, DeadSelection};
-use crate::store::{DeadSelector, open_store};
+use crate::store::{Connections, DeadSelector, open_store};
 
 fn parse_aggregate(text: &str) -> Result<DeadSelector, Error> {
     match text.split_once(':') {
@@ -46,7 +46,7 @@ pub(super) async fn dead(action: DeadAction) -> Result<(), Error> {
                 (None, Some(aggregate)) => parse_aggregate(&aggregate)?,
                 (None, None) => DeadSelector::All,
             };
-            let store = open_store(&database_url(&database)?).await?;
+            let store = open_store(&database_url(&database)?, Connections::OnDemand).await?;
             let dead = store.list_dead(&selector, limit).await?;
             if json {
                 let text = serde_json::to_string_pretty(&dead)?;
@@ -74,7 +74,7 @@ pub(super) async fn dead(action: DeadAction) -> Result<(), Error> {
             selection,
         } => {
             let selector = selector(&selection)?;
-            let store = open_store(&database_url(&database)?).await?;
+            let store = open_store(&database_url(&database)?, Connections::OnDemand).await?;
             let retried = store.retry_dead(&selector).await?;
             require_a_match(retried, &selector)?;
             println!("{retried} dead event(s) made pending again");
@@ -85,7 +85,7 @@ pub(super) async fn dead(action: DeadAction) -> Result<(), Error> {
             selection,
         } => {
             let selector = selector(&selection)?;
-            let store = open_store(&database_url(&database)?).await?;
+            let store = open_store(&database_url(&database)?, Connections::OnDemand).await?;
             let discarded = store.discard_dead(&selector).await?;
             require_a_match(discarded, &selector)?;
             println!("{discarded} dead event(s) discarded");

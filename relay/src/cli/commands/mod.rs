@@ -17,7 +17,7 @@ use crate::config::{EventSourceKind, RelayConfig};
 use crate::database_url::{DatabaseUrl, resolve_database_url};
 use crate::logical::SlotName;
 use crate::replay::ReplayTime;
-use crate::store::{OperatorStore, PostgresStore, open_store};
+use crate::store::{Connections, OperatorStore, PostgresStore, open_store};
 
 pub use run::relay_settings;
 
@@ -111,7 +111,7 @@ pub async fn execute(command: Command) -> Result<(), Error> {
                     );
                 }
                 None => {
-                    let store = open_store(&database_url).await?;
+                    let store = open_store(&database_url, Connections::OnDemand).await?;
                     store.migrate().await?;
                     println!("outbox schema is up to date");
                 }
@@ -140,7 +140,10 @@ pub async fn execute(command: Command) -> Result<(), Error> {
                     (status, slots, counts)
                 }
                 _ => (
-                    open_store(&database_url).await?.status().await?,
+                    open_store(&database_url, Connections::OnDemand)
+                        .await?
+                        .status()
+                        .await?,
                     Vec::new(),
                     None,
                 ),

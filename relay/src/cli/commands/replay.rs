@@ -7,7 +7,7 @@ use crate::config::RelayConfig;
 use crate::database_url::DatabaseUrl;
 use crate::publish::build_publisher;
 use crate::replay::{ReplayTime, replay, resolve_window};
-use crate::store::open_store;
+use crate::store::{Connections, open_store};
 
 pub(super) async fn run_replay(
     database_url: DatabaseUrl,
@@ -17,7 +17,7 @@ pub(super) async fn run_replay(
     since: ReplayTime,
     until: Option<ReplayTime>,
 ) -> Result<(), Error> {
-    let store = open_store(&database_url).await?;
+    let store = open_store(&database_url, Connections::OnDemand).await?;
     let window = resolve_window(store.as_ref(), topic, since, until).await?;
     let publisher = build_publisher(&broker_url, &config).await?;
     tracing::info!(

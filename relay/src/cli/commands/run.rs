@@ -16,7 +16,7 @@ use crate::publish::Publisher;
 use crate::publish::build_publisher;
 use crate::publish_health::PublishHealth;
 use crate::store::{
-    EventSource, LeaseStore, OperatorStore, OutboxStore, PostgresStore, open_store,
+    Connections, EventSource, LeaseStore, OperatorStore, OutboxStore, PostgresStore, open_store,
 };
 use crate::wakeup::Wakeup;
 use crate::{DispatchSettings, Error, Relay, RelaySettings, RetentionSettings, RetryPolicy};
@@ -163,7 +163,7 @@ async fn open_polling_store(
     database_url: &DatabaseUrl,
     skip_migrate: bool,
 ) -> Result<Arc<dyn OutboxStore>, Error> {
-    let store = open_store(database_url).await?;
+    let store = open_store(database_url, Connections::KeptOpen).await?;
     if !skip_migrate {
         store.migrate().await?;
     }
@@ -272,7 +272,8 @@ async fn open_logical_source(
     slot: &SlotName,
     skip_migrate: bool,
 ) -> Result<(Arc<PostgresStore>, Arc<LogicalSource>), Error> {
-    let postgres = Arc::new(PostgresStore::connect(database_url.as_str()).await?);
+    let postgres =
+        Arc::new(PostgresStore::connect_with(database_url.as_str(), Connections::KeptOpen).await?);
     logical::check_prerequisites(postgres.pool(), slot).await?;
     if !skip_migrate {
         postgres.migrate().await?;

@@ -38,7 +38,7 @@ pub use numbered::NumberedSql;
 pub use statements::{LeaseStatements, Param, Statement, Statements};
 
 use super::rows::{integers_json, seconds};
-use super::{ACQUIRE_TIMEOUT, POOL_SIZE};
+use super::{ACQUIRE_TIMEOUT, Connections, POOL_SIZE};
 use crate::Error;
 use crate::wakeup::Wakeup;
 
@@ -142,17 +142,34 @@ impl<D: Dialect> SqlStore<D> {
 
     /// Connect to `url`, with the connection options of the backend (a
     /// SQLite file is created when missing and opened in WAL mode with a
-    /// busy timeout, as several processes sharing one need).
+    /// busy timeout, as several processes sharing one need), opening
+    /// connections on demand.
     ///
     /// # Errors
     /// [`Error::InvalidDatabaseUrl`] for options sqlx rejects;
     /// [`Error::Database`] when the database cannot be reached.
     pub async fn connect(url: &str) -> Result<Self, Error> {
+        Self::connect_with(url, Connections::OnDemand).await
+    }
+
+    /// Connect to `url` as [`SqlStore::connect`] does, with the pool's
+    /// `connections` opened as they say.
+    ///
+    /// # Errors
+    /// As [`SqlStore::connect`].
+    pub async fn connect_with(url: &str, connections: Connections) -> Result<Self, Error> {
         let options = D::connect_options(url).map_err(|error| super::invalid_url(url, error))?;
         let addresses = super::tcp_nodelay::database_addresses(url).await;
-        let pool = PoolOptions::<D::Database>::new()
+        let mut pool = PoolOptions::<D::Database>::new()
             .max_connections(POOL_SIZE)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .acquire_timeout(ACQUIRE_TIMEOUT);
+        if connections == Connections::KeptOpen {
+            pool = pool
+                .min_connections(POOL_SIZE)
+                .idle_timeout(None)
+                .max_lifetime(None);
+        }
+        let pool = pool
             // sqlx sets no TCP_NODELAY: see `store/tcp_nodelay.rs`.
             .after_connect(move |_, _| {
                 super::tcp_nodelay::set_on_sockets_to(&addresses);
