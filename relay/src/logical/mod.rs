@@ -33,6 +33,7 @@
 mod acknowledgements;
 mod backlog;
 mod monitor;
+mod parked;
 mod pgoutput;
 mod received;
 mod recovery;

@@ -16,6 +16,7 @@ use sqlx::PgPool;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::parked::ParkedAggregates;
 use super::pgoutput::STREAM_PARTITION;
 use super::received::Received;
 use super::slot::SlotName;
@@ -52,6 +53,8 @@ pub struct LogicalSource {
     gave_up_at: Mutex<Option<tokio::time::Instant>>,
     /// Ids handed out from the table path, not yet settled.
     from_table: Mutex<HashSet<i64>>,
+    /// The aggregates whose events come from the table path.
+    parked: ParkedAggregates,
 }
 
 impl LogicalSource {
@@ -75,6 +78,7 @@ impl LogicalSource {
             writer: Mutex::new(None),
             gave_up_at: Mutex::new(None),
             from_table: Mutex::new(HashSet::new()),
+            parked: ParkedAggregates::default(),
         })
     }
 
@@ -127,6 +131,8 @@ impl LogicalSource {
             .writer
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = writer;
+        // Another holder may have parked aggregates meanwhile.
+        self.parked.changed();
     }
 
     /// Start streaming under `lease_token`.
@@ -264,7 +270,9 @@ impl LogicalSource {
             };
             // Durably the table path's now (or already): the stream may move
             // past them. With the lease lost, they stay unsettled.
-            if let Some(held) = table_path::hold_events(self.pool(), writer, &to_hold).await? {
+            let held = table_path::hold_events(self.pool(), writer, &to_hold).await;
+            self.parked.changed();
+            if let Some(held) = held? {
                 tracing::info!(
                     held,
                     events = to_hold.len(),
@@ -298,7 +306,7 @@ impl EventSource for LogicalSource {
                 return Ok(Vec::new());
             }
             let limit_events = usize::try_from(limit).unwrap_or(0);
-            let parked = table_path::parked_aggregates(self.pool(), hold_dead).await?;
+            let parked = self.parked.current(self.pool(), hold_dead).await?;
             let mut events = if parked.is_empty() {
                 Vec::new()
             } else {
@@ -348,8 +356,10 @@ impl EventSource for LogicalSource {
                     relay_id: &relay_id,
                     lease_token,
                 };
-                marked += table_path::mark_table_owned_published(self.pool(), writer, &table_owned)
-                    .await?;
+                let table_marked =
+                    table_path::mark_table_owned_published(self.pool(), writer, &table_owned).await;
+                self.parked.changed();
+                marked += table_marked?;
             }
             Ok(marked.min(ids.len() as u64))
         })
@@ -376,7 +386,9 @@ impl EventSource for LogicalSource {
                     from_table.remove(&failure.id);
                 }
             }
-            let recorded = table_path::record_failures(self.pool(), writer, failures).await?;
+            let recorded = table_path::record_failures(self.pool(), writer, failures).await;
+            self.parked.changed();
+            let recorded = recorded?;
             // Durably recorded: the stream may move past them.
             self.received.settle(&recorded.settled);
             Ok(recorded.updated)
