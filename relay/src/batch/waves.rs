@@ -99,25 +99,7 @@ mod tests {
     }
 
     fn claimed_to(id: i64, aggregate_id: &str, topic: &str) -> ClaimedEvent {
-        ClaimedEvent {
-            partition_no: 0,
-            event: OutboundEvent {
-                id,
-                event_id: uuid::Uuid::now_v7(),
-                event_type: "t".to_owned(),
-                event_version: 1,
-                source: "/s".to_owned(),
-                aggregate_type: "order".to_owned(),
-                aggregate_id: aggregate_id.to_owned(),
-                topic: topic.to_owned(),
-                payload: "{}".to_owned(),
-                headers: Default::default(),
-                created_at: chrono::Utc::now(),
-                attempts: 0,
-                replay: false,
-            },
-            committed_at: None,
-        }
+        ClaimedEvent::for_test(id, aggregate_id, topic)
     }
 
     fn ids(wave: &[ClaimedEvent]) -> Vec<i64> {

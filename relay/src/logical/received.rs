@@ -113,10 +113,7 @@ impl Received {
             let mut state = self.lock();
             let (settled, moved) = state.tracker.settle(ids);
             if settled > 0 {
-                let ids: HashSet<i64> = ids.iter().copied().collect();
-                state
-                    .events
-                    .retain(|claimed| !ids.contains(&claimed.event.id));
+                remove_settled(&mut state.events, ids, settled);
             }
             (settled, moved)
         };
@@ -180,5 +177,76 @@ impl Received {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
+    }
+}
+
+/// Remove from `events` the `settled` of `ids` that the tracker had
+/// unsettled. Batches are settled in the order they were handed out, so
+/// they are almost always at the front: those are popped, and the rest of
+/// the buffer (up to [`MAX_RECEIVED_EVENTS`]) is scanned only when some are
+/// left, after a failure or a hold settled events out of order.
+fn remove_settled(events: &mut VecDeque<ClaimedEvent>, ids: &[i64], settled: u64) {
+    let mut left: HashSet<i64> = ids.iter().copied().collect();
+    let mut found: u64 = 0;
+    while let Some(front) = events.front() {
+        if !left.remove(&front.event.id) {
+            break;
+        }
+        events.pop_front();
+        found += 1;
+    }
+    if found < settled {
+        events.retain(|claimed| !left.contains(&claimed.event.id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session holding events 1 to 6, in three transactions of two.
+    fn received_one_to_six() -> Received {
+        let received = Received::default();
+        received.begin_session(100);
+        for (end, ids) in [(200, [1, 2]), (300, [3, 4]), (400, [5, 6])] {
+            let events = ids
+                .iter()
+                .map(|&id| ClaimedEvent::for_test(id, "a", "orders"))
+                .collect();
+            received.push_transaction(end, events);
+        }
+        received
+    }
+
+    fn buffered(received: &Received) -> Vec<i64> {
+        let state = received.lock();
+        state
+            .events
+            .iter()
+            .map(|claimed| claimed.event.id)
+            .collect()
+    }
+
+    #[test]
+    fn settling_in_order_removes_from_the_front() {
+        let received = received_one_to_six();
+        assert_eq!(received.settle(&[1, 2, 3]), 3);
+        assert_eq!(buffered(&received), vec![4, 5, 6]);
+        assert_eq!(received.lock().tracker.confirmed(), 200);
+    }
+
+    #[test]
+    fn settling_out_of_order_removes_exactly_those_events() {
+        let received = received_one_to_six();
+        // A hold or a failure settles events behind unsettled ones, with
+        // ids the stream never had and ids settled before.
+        assert_eq!(received.settle(&[5, 2, 99]), 2);
+        assert_eq!(buffered(&received), vec![1, 3, 4, 6]);
+        assert_eq!(received.settle(&[1, 3, 5]), 2);
+        assert_eq!(buffered(&received), vec![4, 6]);
+        assert_eq!(received.lock().tracker.confirmed(), 200);
+        assert_eq!(received.settle(&[6, 4]), 2);
+        assert!(buffered(&received).is_empty());
+        assert_eq!(received.lock().tracker.confirmed(), 400);
     }
 }
