@@ -51,7 +51,7 @@ pub use monitor::{SLOT_REPORT_INTERVAL, report_slot};
 pub use recovery::{HANDED_OVER_NOTE, RECOVERY_LEASE, SlotRecovery, recover_slot};
 pub use retention::{run_logical_retention, run_logical_retention_pass};
 pub use slot::{
-    DEFAULT_SLOT, OUTPUT_PLUGIN, SlotName, SlotStatus, check_prerequisites,
+    DEFAULT_SLOT, DroppedSlot, OUTPUT_PLUGIN, SlotName, SlotStatus, check_prerequisites,
     check_stream_prerequisites, check_wal_level, ensure_slot_and_publication, relay_slots,
     slot_status,
 };
@@ -73,7 +73,7 @@ const CREATE_CHECKPOINTS: &str = include_str!("sql/create_checkpoints.sql");
 pub async fn prepare(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
     check_prerequisites(pool, slot).await?;
     prepare_tables(pool).await?;
-    ensure_slot_and_publication(pool, slot).await
+    ensure_slot_and_publication(pool, slot, DroppedSlot::Refuse).await
 }
 
 /// What the logical source keeps in tables, created when missing: the

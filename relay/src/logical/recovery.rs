@@ -32,7 +32,9 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Row};
 use tokio_util::sync::CancellationToken;
 
-use super::slot::{SlotName, check_stream_prerequisites, ensure_slot_and_publication, slot_status};
+use super::slot::{
+    DroppedSlot, SlotName, check_stream_prerequisites, ensure_slot_and_publication, slot_status,
+};
 use crate::Error;
 
 const ACQUIRE_STREAM_LEASE: &str = include_str!("sql/acquire_stream_lease.sql");
@@ -143,7 +145,7 @@ async fn recover_under_lease(
     if created_slot {
         sqlx::query(FORGET_ALL_CHECKPOINTS).execute(pool).await?;
     }
-    ensure_slot_and_publication(pool, slot).await?;
+    ensure_slot_and_publication(pool, slot, DroppedSlot::Recreate).await?;
     let until: DateTime<Utc> = sqlx::query_scalar(RECOVERY_UNTIL).fetch_one(pool).await?;
     let handed_over = if since < until {
         hand_over(pool, (since, until), recovery_id, lease_token).await?

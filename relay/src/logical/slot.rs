@@ -71,8 +71,9 @@ impl std::fmt::Display for SlotName {
 }
 
 /// Refuse a server or role that cannot stream, a slot of the same name
-/// made for another plugin or database, and a slot the server invalidated
-/// (`wal_status = lost`). Reads only.
+/// made for another plugin or database, a slot the server invalidated
+/// (`wal_status = lost`) and a slot dropped while its publication stayed.
+/// Reads only.
 ///
 /// # Errors
 /// [`Error::Logical`], one line naming the setting, attribute or slot.
@@ -83,7 +84,28 @@ pub async fn check_prerequisites(pool: &PgPool, slot: &SlotName) -> Result<(), E
     {
         return Err(lost_slot_error(&status));
     }
+    let publications: i64 = sqlx::query_scalar(PUBLICATION_EXISTS)
+        .bind(slot.publication())
+        .fetch_one(pool)
+        .await?;
+    if publications > 0 && slot_status(pool, slot).await?.is_none() {
+        return Err(dropped_slot_error(slot));
+    }
     Ok(())
+}
+
+/// The one-line error for a slot missing while its publication exists: it
+/// was dropped after both were created (the publication is created first),
+/// and the events committed since are in no slot. A new slot would start at
+/// the end of the WAL and skip them for good.
+fn dropped_slot_error(slot: &SlotName) -> Error {
+    Error::Logical(format!(
+        "replication slot `{slot}` is missing while its publication `{}` exists: the slot was \
+         dropped, and the events committed since are in no slot; run `outbox-relay recover-slot \
+         --slot {slot} --since <a time before it was dropped>` to recreate it and publish those \
+         events from the table",
+        slot.publication()
+    ))
 }
 
 /// [`check_prerequisites`] without the check of an invalidated slot: what
@@ -164,17 +186,45 @@ pub fn check_wal_level(wal_level: &str) -> Result<(), Error> {
     )))
 }
 
-/// Create the publication and the slot when they are missing. Safe to run
-/// from several relays at once.
+/// What [`ensure_slot_and_publication`] does with a slot that is missing
+/// while its publication exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DroppedSlot {
+    /// Refuse (`run`, `migrate`): the publication is created before the
+    /// slot, so the slot was dropped after both existed, and the events
+    /// committed since are in no slot. A new slot would start at the end of
+    /// the WAL and skip them for good.
+    Refuse,
+    /// Create it (`recover-slot`, which hands those events to the table
+    /// path).
+    Recreate,
+}
+
+/// Create the publication and the slot when they are missing, the
+/// publication first (pgoutput looks it up as of each change it decodes).
+/// Safe to run from several relays at once.
 ///
 /// # Errors
-/// [`Error::Database`] when a statement fails for another reason than a
-/// concurrent creation.
-pub async fn ensure_slot_and_publication(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
+/// [`Error::Logical`] for a slot missing while its publication exists,
+/// under [`DroppedSlot::Refuse`]; [`Error::Database`] when a statement
+/// fails for another reason than a concurrent creation.
+pub async fn ensure_slot_and_publication(
+    pool: &PgPool,
+    slot: &SlotName,
+    dropped: DroppedSlot,
+) -> Result<(), Error> {
     let publications: i64 = sqlx::query_scalar(PUBLICATION_EXISTS)
         .bind(slot.publication())
         .fetch_one(pool)
         .await?;
+    let slot_exists = sqlx::query(SLOT_PLUGIN)
+        .bind(slot.as_str())
+        .fetch_optional(pool)
+        .await?
+        .is_some();
+    if publications > 0 && !slot_exists && dropped == DroppedSlot::Refuse {
+        return Err(dropped_slot_error(slot));
+    }
     if publications == 0 {
         let created = sqlx::query(AssertSqlSafe(create_publication_statement(
             slot.publication(),
@@ -187,12 +237,7 @@ pub async fn ensure_slot_and_publication(pool: &PgPool, slot: &SlotName) -> Resu
             Err(error) => return Err(error.into()),
         }
     }
-    let exists = sqlx::query(SLOT_PLUGIN)
-        .bind(slot.as_str())
-        .fetch_optional(pool)
-        .await?
-        .is_some();
-    if !exists {
+    if !slot_exists {
         let created: Result<String, sqlx::Error> = sqlx::query_scalar(CREATE_SLOT)
             .bind(slot.as_str())
             .fetch_one(pool)

@@ -235,3 +235,70 @@ impl Drop for RoleGuard {
         }
     }
 }
+
+/// A slot dropped by hand is not silently created again at the end of the
+/// WAL (which would skip what was committed meanwhile): `run` and
+/// `migrate` refuse and name `recover-slot`, which recreates it.
+#[tokio::test]
+async fn a_dropped_slot_is_refused_until_recover_slot_recreates_it() {
+    let db = outbox_testkit::postgres().await;
+    let slot = unique_slot_name("outbox_test");
+    let _slot = ReplicationSlotGuard::new(db.url(), &slot);
+    let environment = [("OUTBOX_SLOT", slot.as_str())];
+    let migrated = relay(
+        &["migrate", "--database-url", db.url(), "--source", "logical"],
+        &environment,
+    );
+    assert!(
+        migrated.status.success(),
+        "migrate: {}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
+    sqlx::query("SELECT pg_drop_replication_slot($1)")
+        .bind(&slot)
+        .execute(db.pool())
+        .await
+        .expect("drop the slot by hand");
+
+    let commands: [&[&str]; 2] = [
+        &["migrate", "--database-url", db.url(), "--source", "logical"],
+        &[
+            "run",
+            "--database-url",
+            db.url(),
+            "--source",
+            "logical",
+            "--broker",
+            "stdout",
+        ],
+    ];
+    for args in commands {
+        assert_one_line_error(
+            &relay(args, &environment),
+            &[&slot, "dropped", "recover-slot"],
+        );
+        assert_eq!(
+            slot_plugin(&db, &slot).await,
+            None,
+            "`{}` created the dropped slot again",
+            args[0]
+        );
+    }
+
+    let recovered = relay(
+        &[
+            "recover-slot",
+            "--database-url",
+            db.url(),
+            "--since",
+            "2026-01-01T00:00:00Z",
+        ],
+        &environment,
+    );
+    assert!(
+        recovered.status.success(),
+        "recover-slot: {}",
+        String::from_utf8_lossy(&recovered.stderr)
+    );
+    assert_eq!(slot_plugin(&db, &slot).await.as_deref(), Some("pgoutput"));
+}
