@@ -79,19 +79,20 @@ impl std::fmt::Display for SlotName {
 /// [`Error::Logical`], one line naming the setting, attribute or slot.
 pub async fn check_prerequisites(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
     check_stream_prerequisites(pool, slot).await?;
-    if let Some(status) = slot_status(pool, slot).await?
-        && status.is_lost()
-    {
-        return Err(lost_slot_error(&status));
+    match slot_status(pool, slot).await? {
+        Some(status) if status.is_lost() => Err(lost_slot_error(&status)),
+        Some(_) => Ok(()),
+        None => {
+            let publications: i64 = sqlx::query_scalar(PUBLICATION_EXISTS)
+                .bind(slot.publication())
+                .fetch_one(pool)
+                .await?;
+            if publications > 0 {
+                return Err(dropped_slot_error(slot));
+            }
+            Ok(())
+        }
     }
-    let publications: i64 = sqlx::query_scalar(PUBLICATION_EXISTS)
-        .bind(slot.publication())
-        .fetch_one(pool)
-        .await?;
-    if publications > 0 && slot_status(pool, slot).await?.is_none() {
-        return Err(dropped_slot_error(slot));
-    }
-    Ok(())
 }
 
 /// The one-line error for a slot missing while its publication exists: it
