@@ -24,7 +24,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(outbox_relay::commands::execute(cli.command)) {
+    let result = runtime.block_on(outbox_relay::commands::execute(cli.command));
+    // Background tasks (the LISTEN connection, the pool's upkeep) stop
+    // here, so nothing logs after the line that says why the relay exits.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("outbox-relay: {error}");
