@@ -8,6 +8,14 @@ use clap::Parser;
 use outbox_relay::cli::{Cli, LogFormat};
 use tracing_subscriber::EnvFilter;
 
+/// The binary's allocator. A relay allocates and frees a few dozen small
+/// buffers per event (rows, CloudEvents attributes, broker records) across
+/// the runtime's threads; glibc's malloc spent about a third of the relay's
+/// CPU on that (`BENCHMARKS.md`). The library leaves the choice to the
+/// program that embeds it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
