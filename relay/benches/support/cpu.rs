@@ -53,8 +53,10 @@ fn parse_stat(line: &str) -> Option<(String, u64, u64)> {
 
 /// Whether a PostgreSQL process counts for `database`: a client backend
 /// of that database (its title is `postgres: [CLUSTER: ]USER DATABASE
-/// HOST(PORT) ...`), or a process of the server's own (no client address in its
-/// title). The postmaster (its command line is the binary's path) is left
+/// HOST(PORT) ...`), a WAL sender (`walsender USER HOST(PORT) ...`, no
+/// database in its title: logical decoding runs in it, and during a bench
+/// the only one streaming is the relay's), or a process of the server's
+/// own (no client address in its title). The postmaster (its command line is the binary's path) is left
 /// out: its reaped children were other databases' backends.
 fn counts_for(process: &std::path::Path, database: &str) -> bool {
     let Ok(raw) = std::fs::read(process.join("cmdline")) else {
@@ -66,6 +68,9 @@ fn counts_for(process: &std::path::Path, database: &str) -> bool {
     };
     // After the cluster name, when the server has one (`15/main: `).
     let rest = rest.split_once(": ").map_or(rest, |(_, after)| after);
+    if rest.starts_with("walsender ") {
+        return true;
+    }
     let client_backend = rest.contains('(') || rest.contains("[local]");
     !client_backend || rest.split_whitespace().nth(1) == Some(database)
 }
