@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, NaiveDateTime, Utc};
+use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
 
 use crate::OutboundEvent;
 use crate::store::ClaimedEvent;
@@ -38,11 +38,74 @@ pub(crate) enum Change {
     Skipped,
 }
 
-/// Column names of each relation, by relation id, as the `Relation`
-/// messages of the session described them.
+/// The columns an event is read from; [`Relation::positions`] lists where
+/// each one sits in the relation's rows, in this order.
+const READ_COLUMNS: [&str; 13] = [
+    "id",
+    "event_id",
+    "event_type",
+    "event_version",
+    "source",
+    "aggregate_type",
+    "aggregate_id",
+    "topic",
+    "payload",
+    "headers",
+    "created_at",
+    "state",
+    "attempts",
+];
+const ID: usize = 0;
+const EVENT_ID: usize = 1;
+const EVENT_TYPE: usize = 2;
+const EVENT_VERSION: usize = 3;
+const SOURCE: usize = 4;
+const AGGREGATE_TYPE: usize = 5;
+const AGGREGATE_ID: usize = 6;
+const TOPIC: usize = 7;
+const PAYLOAD: usize = 8;
+const HEADERS: usize = 9;
+const CREATED_AT: usize = 10;
+const STATE: usize = 11;
+const ATTEMPTS: usize = 12;
+
+/// A relation as its `Relation` message described it: its column names, and
+/// where the columns an event is read from sit, found once per message
+/// rather than by name in every row.
+#[derive(Debug)]
+struct Relation {
+    names: Vec<String>,
+    positions: [Option<usize>; READ_COLUMNS.len()],
+}
+
+impl Relation {
+    fn new(names: Vec<String>) -> Self {
+        let positions =
+            READ_COLUMNS.map(|column| names.iter().position(|name| name.as_str() == column));
+        Relation { names, positions }
+    }
+}
+
+/// The values of one inserted row, read by column.
+struct Row<'a, 'r> {
+    values: &'r [Option<&'a str>],
+    relation: &'r Relation,
+}
+
+impl<'a> Row<'a, '_> {
+    /// The value of [`READ_COLUMNS`]`[column]`: `None` when the relation has
+    /// no such column or the value is NULL.
+    fn get(&self, column: usize) -> Option<&'a str> {
+        let position = self.relation.positions[column]?;
+        self.values.get(position).copied().flatten()
+    }
+}
+
+/// The relations of the session, by relation id, as their `Relation`
+/// messages described them.
 #[derive(Debug, Default)]
 pub(crate) struct PgOutputDecoder {
-    relations: HashMap<u32, Vec<String>>,
+    relations: HashMap<u32, Relation>,
 }
 
 impl PgOutputDecoder {
@@ -72,13 +135,13 @@ impl PgOutputDecoder {
             let _type_oid = reader.u32()?;
             let _type_modifier = reader.u32()?;
         }
-        self.relations.insert(relation_id, columns);
+        self.relations.insert(relation_id, Relation::new(columns));
         Ok(())
     }
 
     fn read_insert(&self, reader: &mut Reader<'_>) -> Result<Change, DecodeError> {
         let relation_id = reader.u32()?;
-        let columns = self
+        let relation = self
             .relations
             .get(&relation_id)
             .ok_or_else(|| malformed(format!("insert into unknown relation {relation_id}")))?;
@@ -86,9 +149,10 @@ impl PgOutputDecoder {
             return Err(malformed("insert without a new tuple"));
         }
         let value_count = usize::from(reader.u16()?);
-        let mut row: HashMap<&str, Option<&str>> = HashMap::with_capacity(value_count);
+        let mut values: Vec<Option<&str>> = Vec::with_capacity(value_count);
         for index in 0..value_count {
-            let name = columns
+            let name = relation
+                .names
                 .get(index)
                 .ok_or_else(|| malformed("more values than the relation has columns"))?;
             let value = match reader.byte()? {
@@ -107,49 +171,48 @@ impl PgOutputDecoder {
                     )));
                 }
             };
-            row.insert(name.as_str(), value);
+            values.push(value);
         }
-        event_from_row(&row)
+        event_from_row(&Row {
+            values: &values,
+            relation,
+        })
     }
 }
 
 /// The event of an inserted row, or [`Change::Skipped`] for a row that is
 /// not pending.
-fn event_from_row(row: &HashMap<&str, Option<&str>>) -> Result<Change, DecodeError> {
-    let text = |column: &str| -> Result<&str, DecodeError> {
+fn event_from_row(row: &Row<'_, '_>) -> Result<Change, DecodeError> {
+    let text = |column: usize| -> Result<&str, DecodeError> {
         row.get(column)
-            .copied()
-            .flatten()
-            .ok_or_else(|| malformed(format!("column {column} missing or NULL")))
+            .ok_or_else(|| malformed(format!("column {} missing or NULL", READ_COLUMNS[column])))
     };
-    let number = |column: &str| -> Result<i64, DecodeError> {
+    let number = |column: usize| -> Result<i64, DecodeError> {
         text(column)?
             .parse::<i64>()
-            .map_err(|error| malformed(format!("column {column}: {error}")))
+            .map_err(|error| malformed(format!("column {}: {error}", READ_COLUMNS[column])))
     };
-    if row.get("state").copied().flatten().unwrap_or("pending") != "pending" {
+    if row.get(STATE).unwrap_or("pending") != "pending" {
         return Ok(Change::Skipped);
     }
-    let event_id_text = text("event_id")?;
+    let event_id_text = text(EVENT_ID)?;
     let event_id = uuid::Uuid::parse_str(event_id_text)
         .map_err(|error| malformed(format!("column event_id: {error}")))?;
     let event = OutboundEvent {
-        id: number("id")?,
+        id: number(ID)?,
         event_id,
-        event_type: text("event_type")?.to_owned(),
-        event_version: i32::try_from(number("event_version")?)
+        event_type: text(EVENT_TYPE)?.to_owned(),
+        event_version: i32::try_from(number(EVENT_VERSION)?)
             .map_err(|error| malformed(format!("column event_version: {error}")))?,
-        source: text("source")?.to_owned(),
-        aggregate_type: text("aggregate_type")?.to_owned(),
-        aggregate_id: text("aggregate_id")?.to_owned(),
-        topic: text("topic")?.to_owned(),
-        payload: text("payload")?.to_owned(),
-        headers: parse_headers(event_id_text, text("headers")?),
-        created_at: parse_timestamptz(text("created_at")?)?,
+        source: text(SOURCE)?.to_owned(),
+        aggregate_type: text(AGGREGATE_TYPE)?.to_owned(),
+        aggregate_id: text(AGGREGATE_ID)?.to_owned(),
+        topic: text(TOPIC)?.to_owned(),
+        payload: text(PAYLOAD)?.to_owned(),
+        headers: parse_headers(event_id_text, text(HEADERS)?),
+        created_at: parse_timestamptz(text(CREATED_AT)?)?,
         attempts: row
-            .get("attempts")
-            .copied()
-            .flatten()
+            .get(ATTEMPTS)
             .and_then(|value| value.parse().ok())
             .unwrap_or(0),
         replay: false,
@@ -162,14 +225,23 @@ fn event_from_row(row: &HashMap<&str, Option<&str>>) -> Result<Change, DecodeErr
 }
 
 /// A `timestamptz` in PostgreSQL's ISO output, which the stream's session
-/// sets to UTC: `2026-12-01 10:00:00.123456+00`.
+/// sets to UTC: `2026-12-01 10:00:00.123456+00`. The date and the time
+/// are read apart with chrono's ISO 8601 parsers, which need no format
+/// string to interpret for every row.
 fn parse_timestamptz(text: &str) -> Result<DateTime<Utc>, DecodeError> {
     let trimmed = text
         .strip_suffix("+00")
         .ok_or_else(|| malformed(format!("created_at {text:?} is not in UTC")))?;
-    NaiveDateTime::parse_from_str(trimmed, "%Y-%m-%d %H:%M:%S%.f")
-        .map(|naive| naive.and_utc())
-        .map_err(|error| malformed(format!("created_at {text:?}: {error}")))
+    let (date, time) = trimmed
+        .split_once(' ')
+        .ok_or_else(|| malformed(format!("created_at {text:?}: no time")))?;
+    let date = date
+        .parse::<NaiveDate>()
+        .map_err(|error| malformed(format!("created_at {text:?}: {error}")))?;
+    let time = time
+        .parse::<NaiveTime>()
+        .map_err(|error| malformed(format!("created_at {text:?}: {error}")))?;
+    Ok(NaiveDateTime::new(date, time).and_utc())
 }
 
 /// Reads big-endian integers and strings off a message.
@@ -304,6 +376,59 @@ mod tests {
             claimed.event.created_at.to_rfc3339(),
             "2026-12-01T10:00:00.123456+00:00"
         );
+    }
+
+    #[test]
+    fn columns_are_found_by_name_whatever_their_order() {
+        let mut decoder = PgOutputDecoder::default();
+        // A table with a column added by the user and its columns in
+        // another order: the relation message says where each one is.
+        let mut columns: Vec<&str> = COLUMNS.iter().rev().copied().collect();
+        columns.insert(3, "added_by_user");
+        decoder.decode(&relation(&columns)).expect("relation");
+        let mut row: Vec<Option<&str>> = values("pending").into_iter().rev().collect();
+        row.insert(3, Some("anything"));
+        let Ok(Change::Inserted(claimed)) = decoder.decode(&insert(&row)) else {
+            panic!("no event decoded");
+        };
+        assert_eq!(claimed.event.id, 42);
+        assert_eq!(claimed.event.topic, "orders");
+        assert_eq!(claimed.event.aggregate_id, "o-1");
+    }
+
+    #[test]
+    fn a_missing_column_is_named() {
+        let mut decoder = PgOutputDecoder::default();
+        let columns: Vec<&str> = COLUMNS.iter().copied().filter(|c| *c != "topic").collect();
+        decoder.decode(&relation(&columns)).expect("relation");
+        let row: Vec<Option<&str>> = values("pending")
+            .into_iter()
+            .enumerate()
+            .filter(|(index, _)| COLUMNS[*index] != "topic")
+            .map(|(_, value)| value)
+            .collect();
+        let error = decoder.decode(&insert(&row)).expect_err("no topic");
+        assert_eq!(error.to_string(), "pgoutput: column topic missing or NULL");
+    }
+
+    #[test]
+    fn timestamps_parse_with_and_without_fractions_and_only_in_utc() {
+        let parsed = |text: &str| parse_timestamptz(text).map(|time| time.to_rfc3339());
+        assert_eq!(
+            parsed("2026-12-01 10:00:00.123456+00"),
+            Ok("2026-12-01T10:00:00.123456+00:00".to_owned())
+        );
+        assert_eq!(
+            parsed("2026-12-01 10:00:00+00"),
+            Ok("2026-12-01T10:00:00+00:00".to_owned())
+        );
+        assert_eq!(
+            parsed("2026-12-01 10:00:00.5+00"),
+            Ok("2026-12-01T10:00:00.500+00:00".to_owned())
+        );
+        assert!(parsed("2026-12-01 10:00:00+02").is_err());
+        assert!(parsed("2026-12-01T10:00:00+00").is_err());
+        assert!(parsed("2026-13-01 10:00:00+00").is_err());
     }
 
     #[test]
