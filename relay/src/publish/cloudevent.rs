@@ -25,6 +25,8 @@
 //! | `outboxreplay` | `true`, only on a re-publication by `outbox-relay replay` (extension) |
 //! | every entry of `headers` | extension attributes, unless the name is invalid or taken |
 
+use std::borrow::Cow;
+
 use chrono::SecondsFormat;
 use cloudevents::event::{ExtensionValue, SpecVersion};
 use cloudevents::{AttributesReader, Event, EventBuilder, EventBuilderV10};
@@ -150,32 +152,36 @@ impl CloudEvent {
     /// Every attribute as `(name, value)` text, as the binary content mode
     /// of the bindings carries them: the context attributes first
     /// (`specversion`, `id`, `source`, `type`, `time`, `datacontenttype`),
-    /// then the extensions sorted by name.
-    pub fn attributes(&self) -> Vec<(&str, String)> {
+    /// then the extensions sorted by name. Values held as text are
+    /// borrowed, not copied.
+    pub fn attributes(&self) -> Vec<(&str, Cow<'_, str>)> {
         let event = &self.event;
-        let mut attributes: Vec<(&str, String)> =
+        let mut attributes: Vec<(&str, Cow<'_, str>)> =
             Vec::with_capacity(6 + event.iter_extensions().count());
         let spec_version = match event.specversion() {
-            SpecVersion::V10 => SPEC_VERSION.to_owned(),
-            other => other.to_string(),
+            SpecVersion::V10 => Cow::Borrowed(SPEC_VERSION),
+            other => Cow::Owned(other.to_string()),
         };
         attributes.push((wire::SPECVERSION_ATTRIBUTE, spec_version));
-        attributes.push((wire::ID_ATTRIBUTE, event.id().to_owned()));
-        attributes.push((wire::SOURCE_ATTRIBUTE, event.source().to_string()));
-        attributes.push((wire::TYPE_ATTRIBUTE, event.ty().to_owned()));
+        attributes.push((wire::ID_ATTRIBUTE, Cow::Borrowed(event.id())));
+        attributes.push((
+            wire::SOURCE_ATTRIBUTE,
+            Cow::Borrowed(event.source().as_str()),
+        ));
+        attributes.push((wire::TYPE_ATTRIBUTE, Cow::Borrowed(event.ty())));
         if let Some(time) = self.time_rfc3339() {
-            attributes.push((wire::TIME_ATTRIBUTE, time));
+            attributes.push((wire::TIME_ATTRIBUTE, Cow::Owned(time)));
         }
         if let Some(content_type) = event.datacontenttype() {
-            attributes.push((wire::DATACONTENTTYPE_ATTRIBUTE, content_type.to_owned()));
+            attributes.push((wire::DATACONTENTTYPE_ATTRIBUTE, Cow::Borrowed(content_type)));
         }
         attributes.extend(self.extensions());
         attributes
     }
 
     /// The extension attributes as `(name, value)` text, sorted by name.
-    pub fn extensions(&self) -> Vec<(&str, String)> {
-        let mut extensions: Vec<(&str, String)> = self
+    pub fn extensions(&self) -> Vec<(&str, Cow<'_, str>)> {
+        let mut extensions: Vec<(&str, Cow<'_, str>)> = self
             .event
             .iter_extensions()
             .map(|(name, value)| (name, extension_text(value)))
@@ -186,7 +192,9 @@ impl CloudEvent {
 
     /// The value of extension `name`, as text.
     pub fn extension(&self, name: &str) -> Option<String> {
-        self.event.extension(name).map(extension_text)
+        self.event
+            .extension(name)
+            .map(|value| extension_text(value).into_owned())
     }
 
     /// The full event for the structured content mode: these attributes plus
@@ -203,11 +211,11 @@ impl CloudEvent {
     }
 }
 
-fn extension_text(value: &ExtensionValue) -> String {
+fn extension_text(value: &ExtensionValue) -> Cow<'_, str> {
     match value {
-        ExtensionValue::String(text) => text.clone(),
-        ExtensionValue::Boolean(flag) => flag.to_string(),
-        ExtensionValue::Integer(number) => number.to_string(),
+        ExtensionValue::String(text) => Cow::Borrowed(text),
+        ExtensionValue::Boolean(flag) => Cow::Owned(flag.to_string()),
+        ExtensionValue::Integer(number) => Cow::Owned(number.to_string()),
     }
 }
 
@@ -251,7 +259,11 @@ mod tests {
     #[test]
     fn attributes_follow_the_contract() {
         let cloud_event = CloudEvent::from_outbound(&outbound()).expect("valid event");
-        let attributes = cloud_event.attributes();
+        let attributes: Vec<(&str, String)> = cloud_event
+            .attributes()
+            .into_iter()
+            .map(|(name, value)| (name, value.into_owned()))
+            .collect();
         let expected = vec![
             ("specversion", "1.0".to_owned()),
             ("id", "0190a5a4-8f7e-7a3b-9c1d-2e3f4a5b6c7d".to_owned()),
@@ -327,7 +339,7 @@ mod tests {
         assert!(
             replayed
                 .attributes()
-                .contains(&("outboxreplay", "true".to_owned()))
+                .contains(&("outboxreplay", Cow::Borrowed("true")))
         );
     }
 

@@ -15,19 +15,21 @@ use crate::publish::cloudevent::CloudEvent;
 pub(super) fn kafka_headers(cloud_event: &CloudEvent, event: &OutboundEvent) -> OwnedHeaders {
     let attributes = cloud_event.attributes();
     let mut headers = OwnedHeaders::new_with_capacity(attributes.len() + 2);
+    // librdkafka copies each name: one buffer serves every `ce_` name.
+    let mut prefixed = String::with_capacity(32);
     for (name, value) in &attributes {
-        if *name == wire::DATACONTENTTYPE_ATTRIBUTE {
-            headers = headers.insert(Header {
-                key: wire::KAFKA_CONTENT_TYPE_HEADER,
-                value: Some(value.as_str()),
-            });
+        let key = if *name == wire::DATACONTENTTYPE_ATTRIBUTE {
+            wire::KAFKA_CONTENT_TYPE_HEADER
         } else {
-            let key = wire::kafka_header_name(name);
-            headers = headers.insert(Header {
-                key: key.as_str(),
-                value: Some(value.as_str()),
-            });
-        }
+            prefixed.clear();
+            prefixed.push_str(wire::KAFKA_HEADER_PREFIX);
+            prefixed.push_str(name);
+            prefixed.as_str()
+        };
+        headers = headers.insert(Header {
+            key,
+            value: Some(value.as_ref()),
+        });
     }
     for trace_header in wire::TRACE_CONTEXT_HEADERS {
         if let Some(value) = event.headers.get(trace_header) {

@@ -79,7 +79,10 @@ fn amqp_headers(cloud_event: &CloudEvent, event: &OutboundEvent) -> FieldTable {
         let key = wire::amqp_header_name(name);
         match ShortString::try_new(key) {
             Ok(key) => {
-                headers.insert(key, AMQPValue::LongString(LongString::from(value)));
+                headers.insert(
+                    key,
+                    AMQPValue::LongString(LongString::from(value.into_owned())),
+                );
             }
             Err(_) => {
                 tracing::warn!(event_id = %event.event_id, header = name, "header name longer than an AMQP field name allows; header not published");
