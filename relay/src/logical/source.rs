@@ -249,7 +249,7 @@ impl LogicalSource {
                 if exclude.contains(&claimed.event.id) {
                     continue;
                 }
-                if parked.contains(&aggregate_key(claimed)) {
+                if !parked.is_empty() && parked.contains(&aggregate_key(claimed)) {
                     to_hold.push(claimed.event.id);
                 } else if to_publish.len() < limit {
                     to_publish.push(claimed.clone());
