@@ -49,6 +49,19 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
         ],
         "events published but not yet marked are left out"
     );
+    // A run of consecutive ids is left out, and the ids on either side of
+    // it are not.
+    let run = [fetched[1].event.id, fetched[2].event.id, fetched[3].event.id];
+    let around = store
+        .fetch_pending(partition_count, &all, &run, true, 100)
+        .await
+        .expect("fetch");
+    let around_ids: Vec<i64> = around.iter().map(|claimed| claimed.event.id).collect();
+    assert_eq!(
+        around_ids,
+        vec![fetched[0].event.id, fetched[4].event.id],
+        "a run of ids left out leaves its neighbours in"
+    );
 
     // x's first event fails and waits a minute; y's first event is dead.
     let x1 = &fetched[0];
