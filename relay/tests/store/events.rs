@@ -51,7 +51,11 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
     );
     // A run of consecutive ids is left out, and the ids on either side of
     // it are not.
-    let run = [fetched[1].event.id, fetched[2].event.id, fetched[3].event.id];
+    let run = [
+        fetched[1].event.id,
+        fetched[2].event.id,
+        fetched[3].event.id,
+    ];
     let around = store
         .fetch_pending(partition_count, &all, &run, true, 100)
         .await
