@@ -6,6 +6,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 
+use tokio::sync::futures::Notified;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -129,9 +130,12 @@ impl Received {
         self.lock().events.len() >= MAX_RECEIVED_EVENTS
     }
 
-    /// Wait until events are settled.
-    pub(crate) async fn room_made(&self) {
-        self.room.notified().await;
+    /// Completes once events are settled after this call. Take it before
+    /// checking [`Received::is_full`]: a settle between the check and the
+    /// wait's first poll then still wakes the wait (`notify_waiters` keeps
+    /// no permit for a wait begun after it).
+    pub(crate) fn room_made(&self) -> Notified<'_> {
+        self.room.notified()
     }
 
     /// Follow the position to confirm.
@@ -202,7 +206,25 @@ fn remove_settled(events: &mut VecDeque<ClaimedEvent>, ids: &[i64], settled: u64
 
 #[cfg(test)]
 mod tests {
+    use futures::FutureExt;
+
     use super::*;
+
+    #[test]
+    fn a_settle_between_the_check_and_the_wait_still_wakes_the_stream() {
+        let received = received_one_to_six();
+        // The stream takes the wait, checks the buffer, and only then polls
+        // the wait: the batch loop settles events in between.
+        let room_made = received.room_made();
+        received.settle(&[1, 2]);
+        assert_eq!(
+            room_made.now_or_never(),
+            Some(()),
+            "the settle before the first poll must not be missed"
+        );
+        // A wait taken after the settle waits for the next one.
+        assert_eq!(received.room_made().now_or_never(), None);
+    }
 
     /// A session holding events 1 to 6, in three transactions of two.
     fn received_one_to_six() -> Received {

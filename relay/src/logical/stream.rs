@@ -262,11 +262,13 @@ async fn run_session(
     let mut probe_due = tokio::time::interval(PROBE_INTERVAL);
     probe_due.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // Taken before the check: a settle in between still wakes the wait.
+        let room_made = received.room_made();
         if received.is_full() {
             tokio::select! {
                 () = stop.cancelled() => break,
                 _ = positions.changed() => client.update_applied_lsn(Lsn::from_u64(*positions.borrow_and_update())),
-                () = received.room_made() => {}
+                () = room_made => {}
                 _ = probe_due.tick() => probe.check().await?,
             }
             continue;
