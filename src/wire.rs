@@ -140,7 +140,25 @@ pub const AMQP_HEADER_PREFIX_JMS: &str = "cloudEvents_";
 
 /// The Kafka header name of `attribute`: `ce_<attribute>`.
 pub fn kafka_header_name(attribute: &str) -> String {
-    format!("{KAFKA_HEADER_PREFIX}{attribute}")
+    let mut name = String::with_capacity(KAFKA_HEADER_PREFIX.len() + attribute.len());
+    write_kafka_header_name(&mut name, attribute);
+    name
+}
+
+/// Write the Kafka header name of `attribute` into `name`, replacing what
+/// it held: one buffer can serve every header of a record.
+///
+/// ```
+/// let mut name = String::new();
+/// outbox::wire::write_kafka_header_name(&mut name, "id");
+/// assert_eq!(name, "ce_id");
+/// outbox::wire::write_kafka_header_name(&mut name, "type");
+/// assert_eq!(name, "ce_type");
+/// ```
+pub fn write_kafka_header_name(name: &mut String, attribute: &str) {
+    name.clear();
+    name.push_str(KAFKA_HEADER_PREFIX);
+    name.push_str(attribute);
 }
 
 /// The AMQP header name of `attribute`: `cloudEvents:<attribute>`.

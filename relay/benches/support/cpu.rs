@@ -56,8 +56,9 @@ fn parse_stat(line: &str) -> Option<(String, u64, u64)> {
 /// HOST(PORT) ...`), a WAL sender (`walsender USER HOST(PORT) ...`, no
 /// database in its title: logical decoding runs in it, and during a bench
 /// the only one streaming is the relay's), or a process of the server's
-/// own (no client address in its title). The postmaster (its command line is the binary's path) is left
-/// out: its reaped children were other databases' backends.
+/// own (no client address in its title). The postmaster (its command line
+/// is the binary's path) is left out: its reaped children were other
+/// databases' backends.
 fn counts_for(process: &std::path::Path, database: &str) -> bool {
     let Ok(raw) = std::fs::read(process.join("cmdline")) else {
         return false;

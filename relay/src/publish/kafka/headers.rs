@@ -21,9 +21,7 @@ pub(super) fn kafka_headers(cloud_event: &CloudEvent, event: &OutboundEvent) -> 
         let key = if *name == wire::DATACONTENTTYPE_ATTRIBUTE {
             wire::KAFKA_CONTENT_TYPE_HEADER
         } else {
-            prefixed.clear();
-            prefixed.push_str(wire::KAFKA_HEADER_PREFIX);
-            prefixed.push_str(name);
+            wire::write_kafka_header_name(&mut prefixed, name);
             prefixed.as_str()
         };
         headers = headers.insert(Header {
