@@ -41,6 +41,7 @@
 //! and the inbox reads; [`mask_password`] makes a URL safe to log.
 
 mod backend;
+mod begin_transaction;
 mod error;
 mod event;
 mod mask_password;
@@ -54,6 +55,7 @@ pub mod wire;
 mod writer;
 
 pub use backend::{Backend, MIGRATIONS_TABLE};
+pub use begin_transaction::begin_transaction;
 pub use error::Error;
 pub use event::Event;
 pub use mask_password::mask_password;

@@ -111,7 +111,7 @@ impl<DB: InboxBackend> Inbox<DB> {
     where
         F: for<'t> FnOnce(&'t mut Transaction<'static, DB>) -> BoxFuture<'t, Result<T, BoxError>>,
     {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = outbox::begin_transaction(&self.pool).await?;
         let first_delivery = DB::record_message(&mut *tx, &self.consumer, event_id).await?;
         if !first_delivery {
             tx.rollback().await?;

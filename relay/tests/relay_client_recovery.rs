@@ -423,7 +423,9 @@ async fn a_relay_cut_off_from_rabbitmq_stands_by_and_rejoins_once_it_reaches_it(
     .await;
     assert!(
         handed_over,
-        "the cut-off relay kept its partitions:\n{}",
+        "the partitions were not handed over: the cut-off relay holds {}, the direct one {}\n{}",
+        leases_of(&db, "cut-off").await,
+        leases_of(&db, "direct").await,
         cut_off.log()
     );
     wait_for_delivery(&db, &collected, enqueued.len(), Duration::from_secs(60)).await;

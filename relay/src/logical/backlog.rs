@@ -41,7 +41,7 @@ pub struct LogicalCounts {
 /// The table-path backlog: pending and dead counts and the oldest pending
 /// event, of the events the table path owns.
 async fn table_path_backlog(pool: &PgPool) -> Result<OutboxBacklog, Error> {
-    let mut transaction = pool.begin().await?;
+    let mut transaction = outbox::begin_transaction(pool).await?;
     sqlx::query(BACKLOG_SETTINGS)
         .execute(&mut *transaction)
         .await?;

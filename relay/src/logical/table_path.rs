@@ -52,7 +52,7 @@ pub(crate) async fn parked_aggregates(
     pool: &PgPool,
     hold_dead: bool,
 ) -> Result<HashSet<AggregateKey>, Error> {
-    let mut transaction = pool.begin().await?;
+    let mut transaction = outbox::begin_transaction(pool).await?;
     sqlx::query(PARKED_AGGREGATES_SETTINGS)
         .execute(&mut *transaction)
         .await?;
@@ -141,7 +141,7 @@ pub(crate) async fn record_failures(
     writer: Writer<'_>,
     failures: &[FailedAttempt],
 ) -> Result<RecordedFailures, Error> {
-    let mut transaction = pool.begin().await?;
+    let mut transaction = outbox::begin_transaction(pool).await?;
     let mut recorded = RecordedFailures::default();
     for failure in failures {
         let row = sqlx::query(RECORD_FAILURE)

@@ -125,7 +125,7 @@ impl ExplainFetch for PostgresDialect {
         arguments: PgArguments,
     ) -> BoxFuture<'_, Result<serde_json::Value, Error>> {
         Box::pin(async move {
-            let mut transaction = pool.begin().await?;
+            let mut transaction = outbox::begin_transaction(pool).await?;
             for setting in FETCH_SETTINGS {
                 sqlx::query(*setting).execute(&mut *transaction).await?;
             }

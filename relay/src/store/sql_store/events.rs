@@ -98,7 +98,7 @@ impl<D: Dialect> EventSource for SqlStore<D> {
             let statement = D::STATEMENTS.record_failure;
             let leases = leases_json(leases);
             let mut updated = 0;
-            let mut transaction = self.pool.begin().await?;
+            let mut transaction = outbox::begin_transaction(&self.pool).await?;
             for failure in failures {
                 let values = Values::new()
                     .with(RelayId, D::Database::text(relay_id))

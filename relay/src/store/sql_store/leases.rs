@@ -74,7 +74,7 @@ impl<D: Dialect> LeaseStore for SqlStore<D> {
                     let partitions: Vec<i32> =
                         leases.iter().map(|lease| lease.partition_no).collect();
                     let values = values.with(Partitions, D::partition_list(&partitions));
-                    let mut transaction = self.pool.begin().await?;
+                    let mut transaction = outbox::begin_transaction(&self.pool).await?;
                     execute(On::Transaction(&mut transaction), &renew, &values).await?;
                     let rows =
                         fetch_all(On::Transaction(&mut transaction), &select_held, &values).await?;
@@ -116,7 +116,7 @@ impl<D: Dialect> LeaseStore for SqlStore<D> {
                     select_held,
                     ..
                 } => {
-                    let mut transaction = self.pool.begin().await?;
+                    let mut transaction = outbox::begin_transaction(&self.pool).await?;
                     let rows =
                         fetch_all(On::Transaction(&mut transaction), &lock_free, &values).await?;
                     let locked = map_rows(&rows, |row| row.int(0))?;

@@ -199,7 +199,7 @@ impl<D: Dialect> SqlStore<D> {
         if settings.is_empty() {
             return Ok(None);
         }
-        let mut transaction = self.pool.begin().await?;
+        let mut transaction = outbox::begin_transaction(&self.pool).await?;
         for &setting in settings {
             execute::<D::Database>(
                 On::Transaction(&mut transaction),
