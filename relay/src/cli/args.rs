@@ -161,6 +161,27 @@ pub enum Command {
         #[arg(long)]
         since: String,
     },
+    /// Switch from `--source logical` back to polling, with every relay on
+    /// the slot stopped.
+    ///
+    /// Takes the stream's lease (refused while a live relay holds it) and
+    /// peeks at the slot, confirming nothing, for the transactions it has
+    /// not confirmed. The streamed events of every other committed
+    /// transaction are marked published, as polling marks them; those of
+    /// the unconfirmed ones stay pending, so the polling relays publish
+    /// them (at least once). Then drops the slot and its publication, so
+    /// the slot keeps no more WAL. Events of the failure path are left to
+    /// polling as they are. Writes no event to a broker; safe to run again.
+    /// Start the relays with `--source poll` afterwards.
+    LeaveLogical {
+        /// The database (PostgreSQL).
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The replication slot (and publication). Falls back to
+        /// `OUTBOX_SLOT`, then `outbox_relay`.
+        #[arg(long, env = "OUTBOX_SLOT")]
+        slot: Option<String>,
+    },
     /// Publish already published events of one topic again.
     ///
     /// Re-publishes the events of `--topic` that are published and were

@@ -15,6 +15,8 @@
 //! - `monitor.rs`: the slot's gauges on `/metrics`.
 //! - `retention.rs`: deleting streamed events once the slot confirmed them.
 //! - `recovery.rs`: `recover-slot`, after the server invalidated the slot.
+//! - `leave.rs`: `leave-logical`, back to polling.
+//! - `operator_lease.rs`: the stream's lease held by those two commands.
 //! - `backlog.rs`: what waits to be published, for `/metrics` and `status`.
 //!
 //! **Acknowledgement.** Happy path: no row is written. An event is settled
@@ -32,7 +34,9 @@
 
 mod acknowledgements;
 mod backlog;
+mod leave;
 mod monitor;
+mod operator_lease;
 mod parked;
 mod pgoutput;
 mod received;
@@ -47,8 +51,10 @@ mod table_path;
 use sqlx::PgPool;
 
 pub use backlog::{LogicalCounts, logical_status};
+pub use leave::{LeftLogical, leave_logical};
 pub use monitor::{SLOT_REPORT_INTERVAL, report_slot};
-pub use recovery::{HANDED_OVER_NOTE, RECOVERY_LEASE, SlotRecovery, recover_slot};
+pub use operator_lease::OPERATOR_LEASE;
+pub use recovery::{HANDED_OVER_NOTE, SlotRecovery, recover_slot};
 pub use retention::{run_logical_retention, run_logical_retention_pass};
 pub use slot::{
     DEFAULT_SLOT, DroppedSlot, OUTPUT_PLUGIN, SlotName, SlotStatus, check_prerequisites,

@@ -26,21 +26,15 @@
 //! slot that is not lost is kept, and events already handed over are left
 //! as they are.
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Row};
-use tokio_util::sync::CancellationToken;
 
+use super::operator_lease::OperatorLease;
 use super::slot::{
     DroppedSlot, SlotName, check_stream_prerequisites, ensure_slot_and_publication, slot_status,
 };
 use crate::Error;
 
-const ACQUIRE_STREAM_LEASE: &str = include_str!("sql/acquire_stream_lease.sql");
-const RENEW_STREAM_LEASE: &str = include_str!("sql/renew_stream_lease.sql");
-const RELEASE_STREAM_LEASE: &str = include_str!("sql/release_stream_lease.sql");
-const STREAM_LEASE_HOLDER: &str = include_str!("sql/stream_lease_holder.sql");
 const DROP_SLOT: &str = include_str!("sql/drop_slot.sql");
 const FORGET_ALL_CHECKPOINTS: &str = include_str!("sql/forget_all_checkpoints.sql");
 const RECOVERY_UNTIL: &str = include_str!("sql/recovery_until.sql");
@@ -48,11 +42,6 @@ const HAND_OVER_WINDOW: &str = include_str!("sql/hand_over_window.sql");
 
 /// The note handed-over events carry in `last_error`.
 pub const HANDED_OVER_NOTE: &str = "handed to the table path by recover-slot: published again after the replication slot was re-created";
-
-/// How long the recovery's hold on the stream's lease lasts between
-/// renewals; it is renewed every third of it while the recovery runs, also
-/// while the slot's creation waits for running transactions.
-pub const RECOVERY_LEASE: Duration = Duration::from_secs(60);
 
 /// Events handed over per statement.
 const HAND_OVER_BATCH: i64 = 5000;
@@ -90,27 +79,9 @@ pub async fn recover_slot(
 ) -> Result<SlotRecovery, Error> {
     check_stream_prerequisites(pool, slot).await?;
     super::prepare_tables(pool).await?;
-    let lease_token = acquire_lease(pool, recovery_id).await?;
-    let renewing = CancellationToken::new();
-    let renewal = tokio::spawn(keep_lease(
-        pool.clone(),
-        recovery_id.to_owned(),
-        lease_token,
-        renewing.clone(),
-    ));
-    let recovered = recover_under_lease(pool, slot, since, recovery_id, lease_token).await;
-    renewing.cancel();
-    if let Err(error) = renewal.await {
-        tracing::warn!(%error, "the stream lease's renewal task failed");
-    }
-    let released = sqlx::query(RELEASE_STREAM_LEASE)
-        .bind(recovery_id)
-        .bind(lease_token)
-        .execute(pool)
-        .await;
-    if let Err(error) = released {
-        tracing::warn!(%error, "releasing the stream's lease failed; it expires on its own");
-    }
+    let lease = OperatorLease::acquire(pool, recovery_id, "recover-slot").await?;
+    let recovered = recover_under_lease(pool, slot, since, recovery_id, lease.token()).await;
+    lease.release().await;
     recovered
 }
 
@@ -167,57 +138,6 @@ async fn recover_under_lease(
         until,
         handed_over,
     })
-}
-
-/// Take the stream's lease, or say who holds it.
-async fn acquire_lease(pool: &PgPool, recovery_id: &str) -> Result<i64, Error> {
-    let token: Option<i64> = sqlx::query_scalar(ACQUIRE_STREAM_LEASE)
-        .bind(recovery_id)
-        .bind(RECOVERY_LEASE.as_secs_f64())
-        .fetch_optional(pool)
-        .await?;
-    if let Some(token) = token {
-        return Ok(token);
-    }
-    let holder = sqlx::query(STREAM_LEASE_HOLDER)
-        .fetch_optional(pool)
-        .await?;
-    let (owner, expires_at) = match holder {
-        Some(row) => (
-            row.try_get::<String, _>("lease_owner")?,
-            row.try_get::<DateTime<Utc>, _>("lease_expires_at")?
-                .to_rfc3339(),
-        ),
-        None => ("another relay".to_owned(), "now".to_owned()),
-    };
-    Err(Error::Logical(format!(
-        "the stream's lease is held by `{owner}` until {expires_at}: stop every relay on the \
-         slot, then run recover-slot again"
-    )))
-}
-
-/// Renew the lease every third of [`RECOVERY_LEASE`] until `stop`.
-async fn keep_lease(pool: PgPool, recovery_id: String, lease_token: i64, stop: CancellationToken) {
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(RECOVERY_LEASE / 3) => {}
-        }
-        let renewed: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(RENEW_STREAM_LEASE)
-            .bind(&recovery_id)
-            .bind(RECOVERY_LEASE.as_secs_f64())
-            .bind(lease_token)
-            .fetch_optional(&pool)
-            .await;
-        match renewed {
-            Ok(Some(_)) => {}
-            Ok(None) => {
-                tracing::warn!("the stream's lease was lost during the recovery");
-                return;
-            }
-            Err(error) => tracing::warn!(%error, "renewing the stream's lease failed"),
-        }
-    }
 }
 
 /// Hand the window's events over, a batch at a time; returns how many.

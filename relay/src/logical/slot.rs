@@ -27,6 +27,12 @@ fn create_publication_statement(publication: &str) -> String {
     )
 }
 
+/// `DROP PUBLICATION` for a checked name (see [`SlotName`]); nothing when
+/// it is gone already.
+pub(super) fn drop_publication_statement(publication: &str) -> String {
+    format!("DROP PUBLICATION IF EXISTS \"{publication}\"")
+}
+
 /// A replication slot's name, checked: 1 to 63 lowercase letters, digits
 /// and underscores, as PostgreSQL requires. The publication has the same
 /// name.

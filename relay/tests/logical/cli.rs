@@ -78,6 +78,7 @@ async fn the_logical_source_is_refused_on_mysql_and_sqlite() {
             vec!["run", "--database-url", "mysql://root@127.0.0.1:3306/test"],
             vec![("OUTBOX_SOURCE", "logical")],
         ),
+        (vec!["leave-logical", "--database-url", &sqlite_url], vec![]),
         (
             vec![
                 "migrate",

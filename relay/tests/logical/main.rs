@@ -13,6 +13,7 @@ mod failures;
 mod frozen_stream;
 mod harness;
 mod heartbeat;
+mod leave;
 mod recovery;
 mod relay;
 mod retention;

@@ -1,8 +1,10 @@
 //! What each `outbox-relay` subcommand does, one file per subcommand:
-//! `run.rs` (the relay), `status.rs`, `dead.rs`, `replay.rs` and
-//! `recover_slot.rs`; `migrate` is one statement, here.
+//! `run.rs` (the relay), `status.rs`, `dead.rs`, `replay.rs`,
+//! `recover_slot.rs` and `leave_logical.rs`; `migrate` is one statement,
+//! here.
 
 mod dead;
+mod leave_logical;
 mod recover_slot;
 mod replay;
 mod run;
@@ -72,6 +74,22 @@ fn event_source_slot(
         )));
     }
     SlotName::parse(&config.slot).map(Some)
+}
+
+/// The slot of a command that only makes sense for `--source logical`
+/// (`recover-slot`, `leave-logical`): `--slot` or its fallbacks, checked,
+/// on PostgreSQL only.
+fn logical_slot(database_url: &DatabaseUrl, slot: Option<String>) -> Result<SlotName, Error> {
+    let mut config = RelayConfig::default();
+    apply_event_source_args(
+        &mut config,
+        EventSourceArgs {
+            source: Some(EventSourceKind::Logical),
+            slot,
+        },
+    );
+    event_source_slot(database_url, &config)?
+        .ok_or_else(|| Error::Logical("this command needs --source logical".to_owned()))
 }
 
 /// Run one subcommand to completion.
@@ -157,20 +175,13 @@ pub async fn execute(command: Command) -> Result<(), Error> {
         } => {
             let database_url = database_url(&database)?;
             let since = ReplayTime::parse("--since", &since)?;
-            let mut config = RelayConfig::default();
-            apply_event_source_args(
-                &mut config,
-                EventSourceArgs {
-                    source: Some(EventSourceKind::Logical),
-                    slot,
-                },
-            );
-            let Some(slot) = event_source_slot(&database_url, &config)? else {
-                return Err(Error::Logical(
-                    "recover-slot needs --source logical".to_owned(),
-                ));
-            };
+            let slot = logical_slot(&database_url, slot)?;
             recover_slot::recover_slot(&database_url, &slot, since).await
+        }
+        Command::LeaveLogical { database, slot } => {
+            let database_url = database_url(&database)?;
+            let slot = logical_slot(&database_url, slot)?;
+            leave_logical::leave_logical(&database_url, &slot).await
         }
         Command::Replay {
             database,

@@ -1,0 +1,34 @@
+-- $1 operator id, $2 stream lease token, $3 transactions the slot has not
+-- confirmed (ids as text), $4 after this event id, $5 batch size.
+-- Stream-owned events (pending, no attempt, no note) of every other
+-- committed transaction were published and confirmed: marked published as
+-- polling marks them, a batch in id order at a time, fenced by the stream's
+-- lease. The events of the unconfirmed transactions stay pending.
+WITH lease AS (
+    SELECT 1 FROM outbox_partitions
+    WHERE partition_no = -1
+      AND lease_owner = $1
+      AND lease_token = $2
+      AND lease_expires_at > now()
+), batch AS (
+    SELECT e.id
+    FROM outbox_events AS e
+    WHERE EXISTS (SELECT 1 FROM lease)
+      AND e.state = 'pending'
+      AND e.attempts = 0
+      AND e.last_error IS NULL
+      AND e.id > $4
+      AND NOT (e.xmin = ANY ($3::text[]::xid[]))
+    ORDER BY e.id
+    LIMIT $5
+), marked AS (
+    UPDATE outbox_events AS e
+    SET state = 'published', published_at = now(), next_attempt_at = NULL
+    FROM batch
+    WHERE e.id = batch.id
+    RETURNING e.id
+)
+SELECT (SELECT COUNT(*) FROM lease) AS lease_held,
+       COUNT(*) AS marked,
+       MAX(id) AS last_id
+FROM marked

@@ -1,0 +1,162 @@
+//! `outbox-relay leave-logical`, end to end on RabbitMQ: refused while a
+//! relay streams; afterwards the events the slot confirmed are marked
+//! published and never published again, the ones it had not confirmed are
+//! published by polling, and the slot and its publication are gone.
+
+use std::process::Output;
+use std::time::Duration;
+
+use outbox_testkit::{rabbitmq, unique_name};
+
+use crate::harness::{LogicalDatabase, WAIT};
+use crate::support::process::{FAST_CONFIG, RelayProcess, wait_until};
+use crate::support::workload::{check_delivery, enqueue_events};
+
+/// Bounds the waits for deliveries; no test asserts a duration.
+const DELIVERY_WAIT: Duration = Duration::from_secs(120);
+
+fn stop(relay: &mut RelayProcess) {
+    relay.signal("TERM");
+    let status = relay.wait_exit(WAIT);
+    assert!(
+        status.is_some_and(|status| status.success()),
+        "the relay did not stop with exit 0: {status:?}\n{}",
+        relay.log()
+    );
+}
+
+/// `outbox-relay leave-logical --slot <the database's slot>`.
+fn leave_logical(database: &LogicalDatabase) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
+        .args(["leave-logical", "--database-url", database.db.url()])
+        .args(["--slot", database.slot.as_str()])
+        .output()
+        .expect("run leave-logical")
+}
+
+async fn count(database: &LogicalDatabase, query: &str) -> i64 {
+    database.db.count(query).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leave_logical_marks_what_the_slot_confirmed_and_polling_publishes_the_rest() {
+    let database = LogicalDatabase::new().await;
+    let exchange = unique_name("logical_leave");
+    let collected = rabbitmq::exchange_consumer(&exchange).await;
+    let broker = rabbitmq::amqp_url();
+    let pool = database.db.pool();
+
+    let mut relay = database.spawn_relay(&broker);
+    let streamed = enqueue_events(pool, &exchange, 40, 4, 5).await;
+    let written_up_to = database.current_wal_position().await;
+    assert!(
+        wait_until(DELIVERY_WAIT, || async {
+            collected.distinct_ids().len() >= streamed.len()
+                && database.confirmed_flush().await >= written_up_to
+        })
+        .await,
+        "the streamed events were delivered and confirmed:\n{}",
+        relay.log()
+    );
+
+    // While a relay holds the stream's lease it is refused, naming the
+    // holder, and changes nothing.
+    let refused = leave_logical(&database);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "not refused: {stderr}");
+    assert!(
+        stderr
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .starts_with("outbox-relay: the stream's lease is held by"),
+        "{stderr}"
+    );
+    stop(&mut relay);
+
+    // Committed while no relay streams: in the slot, not confirmed.
+    let unconfirmed = enqueue_events(pool, &exchange, 30, 3, 5).await;
+
+    let left = leave_logical(&database);
+    let stdout = String::from_utf8_lossy(&left.stdout);
+    assert!(
+        left.status.success(),
+        "leave-logical failed: {}",
+        String::from_utf8_lossy(&left.stderr)
+    );
+    assert!(
+        stdout.starts_with(&format!(
+            "{} streamed event(s) the slot had confirmed were marked published; {} event(s)",
+            streamed.len(),
+            unconfirmed.len()
+        )),
+        "{stdout}"
+    );
+    let slot = database.slot.as_str();
+    assert_eq!(
+        count(
+            &database,
+            &format!("SELECT COUNT(*) FROM pg_replication_slots WHERE slot_name = '{slot}'")
+        )
+        .await,
+        0,
+        "the slot is dropped"
+    );
+    assert_eq!(
+        count(
+            &database,
+            &format!("SELECT COUNT(*) FROM pg_publication WHERE pubname = '{slot}'")
+        )
+        .await,
+        0,
+        "the publication is dropped"
+    );
+    let published = count(
+        &database,
+        "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'",
+    )
+    .await;
+    assert_eq!(published, streamed.len() as i64);
+
+    // Polling publishes the rest, and none of the confirmed events again.
+    let mut polling = RelayProcess::spawn(database.db.url(), &broker, FAST_CONFIG);
+    let enqueued: Vec<uuid::Uuid> = streamed.iter().chain(&unconfirmed).copied().collect();
+    assert!(
+        wait_until(DELIVERY_WAIT, || async {
+            collected.distinct_ids().len() >= enqueued.len()
+                && count(
+                    &database,
+                    "SELECT COUNT(*) FROM outbox_events WHERE state <> 'published'",
+                )
+                .await
+                    == 0
+        })
+        .await,
+        "{} of {} events arrived after leaving the logical source:\n{}",
+        collected.distinct_ids().len(),
+        enqueued.len(),
+        polling.log()
+    );
+    let received = collected.snapshot();
+    check_delivery(&enqueued, &received);
+    for event_id in &streamed {
+        let copies = received
+            .iter()
+            .filter(|message| message.ce_id == event_id.to_string())
+            .count();
+        assert_eq!(
+            copies, 1,
+            "event {event_id} was confirmed, then published again"
+        );
+    }
+    stop(&mut polling);
+
+    // Run again, there is no slot left to leave: a one-line error.
+    let again = leave_logical(&database);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("there is no replication slot `{slot}`")),
+        "{stderr}"
+    );
+}
