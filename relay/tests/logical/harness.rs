@@ -14,6 +14,21 @@ use crate::support::process::{FAST_CONFIG, RelayProcess};
 /// Waits in these tests are bounded by this; no test asserts a duration.
 pub const WAIT: Duration = Duration::from_secs(30);
 
+/// Bounds the waits for deliveries through a broker; no test asserts a
+/// duration.
+pub const DELIVERY_WAIT: Duration = Duration::from_secs(120);
+
+/// SIGTERM `relay`; it must exit 0.
+pub fn stop(relay: &mut RelayProcess) {
+    relay.signal("TERM");
+    let status = relay.wait_exit(WAIT);
+    assert!(
+        status.is_some_and(|status| status.success()),
+        "the relay did not stop with exit 0: {status:?}\n{}",
+        relay.log()
+    );
+}
+
 /// A database prepared for the logical source, and its slot's guard
 /// (declared after the database: it drops first).
 pub struct LogicalDatabase {

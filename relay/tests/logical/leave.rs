@@ -4,26 +4,12 @@
 //! published by polling, and the slot and its publication are gone.
 
 use std::process::Output;
-use std::time::Duration;
 
 use outbox_testkit::{rabbitmq, unique_name};
 
-use crate::harness::{LogicalDatabase, WAIT};
+use crate::harness::{DELIVERY_WAIT, LogicalDatabase, stop};
 use crate::support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use crate::support::workload::{check_delivery, enqueue_events};
-
-/// Bounds the waits for deliveries; no test asserts a duration.
-const DELIVERY_WAIT: Duration = Duration::from_secs(120);
-
-fn stop(relay: &mut RelayProcess) {
-    relay.signal("TERM");
-    let status = relay.wait_exit(WAIT);
-    assert!(
-        status.is_some_and(|status| status.success()),
-        "the relay did not stop with exit 0: {status:?}\n{}",
-        relay.log()
-    );
-}
 
 /// `outbox-relay leave-logical --slot <the database's slot>`.
 fn leave_logical(database: &LogicalDatabase) -> Output {

@@ -6,27 +6,12 @@
 //! recovery all reach the broker, each aggregate in order, with no
 //! hand-written SQL; and the recovery refuses to run while a relay streams.
 
-use std::time::Duration;
-
 use outbox_relay::logical::{HANDED_OVER_NOTE, recover_slot};
 use outbox_testkit::{kafka, unique_name};
 
-use crate::harness::{LogicalDatabase, WAIT};
-use crate::support::process::{RelayProcess, wait_until};
+use crate::harness::{DELIVERY_WAIT, LogicalDatabase, WAIT, stop};
+use crate::support::process::wait_until;
 use crate::support::workload::{check_delivery, enqueue_events};
-
-/// Bounds the waits for deliveries; no test asserts a duration.
-const DELIVERY_WAIT: Duration = Duration::from_secs(120);
-
-fn stop(relay: &mut RelayProcess) {
-    relay.signal("TERM");
-    let status = relay.wait_exit(WAIT);
-    assert!(
-        status.is_some_and(|status| status.success()),
-        "the relay did not stop with exit 0: {status:?}\n{}",
-        relay.log()
-    );
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn recover_slot_recreates_the_slot_and_every_event_reaches_the_broker() {
