@@ -13,12 +13,39 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
 
-use crate::Error;
 use crate::batch::waves::split_events_into_waves;
 use crate::config::parse_duration;
 use crate::publish::Publisher;
 use crate::store::{OperatorStore, ReplayWindow};
+use crate::{Error, OutboundEvent};
+
+/// Where a replay reads its pages: every [`OperatorStore`] reads the
+/// table's published rows; under the logical source,
+/// [`crate::logical::StreamedReplay`] adds the streamed events the slot
+/// confirmed, whose rows stay `pending`.
+pub trait ReplaySource: Send + Sync {
+    /// The events of `window` to replay with an id above `after_id`, in id
+    /// order, at most `limit`. Reads only.
+    fn replay_page<'a>(
+        &'a self,
+        window: &'a ReplayWindow,
+        after_id: i64,
+        limit: i64,
+    ) -> BoxFuture<'a, Result<Vec<OutboundEvent>, Error>>;
+}
+
+impl<S: OperatorStore + ?Sized> ReplaySource for S {
+    fn replay_page<'a>(
+        &'a self,
+        window: &'a ReplayWindow,
+        after_id: i64,
+        limit: i64,
+    ) -> BoxFuture<'a, Result<Vec<OutboundEvent>, Error>> {
+        self.fetch_published(window, after_id, limit)
+    }
+}
 
 /// A `--since` or `--until` value before it is resolved against the
 /// database's clock.
@@ -111,14 +138,14 @@ pub async fn resolve_window(
     })
 }
 
-/// Publish the published events of `window` again, in id order, `page_size`
-/// at a time, marked as replays. Returns how many were replayed.
+/// Publish the published events of `window` that `source` reads again, in
+/// id order, `page_size` at a time, marked as replays. Returns how many were replayed.
 ///
 /// # Errors
 /// [`Error::ReplayFailed`] at the first event the broker did not take,
 /// naming how many events were replayed before it; [`Error::Database`].
-pub async fn replay(
-    store: &dyn OperatorStore,
+pub async fn replay<S: ReplaySource + ?Sized>(
+    source: &S,
     publisher: &dyn Publisher,
     window: &ReplayWindow,
     page_size: i64,
@@ -126,8 +153,8 @@ pub async fn replay(
     let mut replayed: u64 = 0;
     let mut after_id: i64 = 0;
     loop {
-        let page = store
-            .fetch_published(window, after_id, page_size.max(1))
+        let page = source
+            .replay_page(window, after_id, page_size.max(1))
             .await?;
         let Some(last) = page.last() else {
             return Ok(replayed);

@@ -191,7 +191,10 @@ pub enum Command {
     /// previous one is acknowledged. Each carries the CloudEvents extension
     /// attribute `outboxreplay` = `true` (Kafka header `ce_outboxreplay`,
     /// AMQP header `cloudEvents:outboxreplay`). Pending and dead events are
-    /// not replayed. Nothing in the database changes and no lease is taken,
+    /// not replayed. With `--source logical` the streamed events the broker
+    /// acknowledged are replayed too (their rows stay pending): those
+    /// committed before the newest retention checkpoint the slot has
+    /// confirmed; the replay says how many newer ones it left out. Nothing in the database changes and no lease is taken,
     /// so it can run beside a live relay. It stops at the first event the
     /// broker does not take, with a non-zero exit naming how many events
     /// were replayed before it.
@@ -218,6 +221,9 @@ pub enum Command {
         /// Default: when the replay starts.
         #[arg(long)]
         until: Option<String>,
+        /// How the relays find committed events, as for `run`.
+        #[command(flatten)]
+        events: EventSourceArgs,
     },
     /// List, retry or discard dead events.
     Dead {

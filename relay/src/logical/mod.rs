@@ -16,6 +16,7 @@
 //! - `retention.rs`: deleting streamed events once the slot confirmed them.
 //! - `recovery.rs`: `recover-slot`, after the server invalidated the slot.
 //! - `leave.rs`: `leave-logical`, back to polling.
+//! - `replay_source.rs`: what `replay` reads, streamed events included.
 //! - `operator_lease.rs`: the stream's lease held by those two commands.
 //! - `backlog.rs`: what waits to be published, for `/metrics` and `status`.
 //!
@@ -41,6 +42,7 @@ mod parked;
 mod pgoutput;
 mod received;
 mod recovery;
+mod replay_source;
 mod retention;
 mod server_probe;
 mod slot;
@@ -55,6 +57,7 @@ pub use leave::{LeftLogical, leave_logical};
 pub use monitor::{SLOT_REPORT_INTERVAL, report_slot};
 pub use operator_lease::OPERATOR_LEASE;
 pub use recovery::{HANDED_OVER_NOTE, SlotRecovery, recover_slot};
+pub use replay_source::{StreamedReplay, unconfirmed_in_window};
 pub use retention::{run_logical_retention, run_logical_retention_pass};
 pub use slot::{
     DEFAULT_SLOT, DroppedSlot, OUTPUT_PLUGIN, SlotName, SlotStatus, check_prerequisites,

@@ -16,6 +16,7 @@ mod heartbeat;
 mod leave;
 mod recovery;
 mod relay;
+mod replay;
 mod retention;
 mod source;
 mod standby;

@@ -190,15 +190,23 @@ pub async fn execute(command: Command) -> Result<(), Error> {
             topic,
             since,
             until,
+            events,
         } => {
             // As for `run`: every input is checked before anything connects.
-            let (database_url, broker_url, config) =
+            let (database_url, broker_url, mut config) =
                 relay_inputs(&database, broker.as_deref(), config)?;
+            apply_event_source_args(&mut config, events);
+            let slot = event_source_slot(&database_url, &config)?;
             let since = ReplayTime::parse("--since", &since)?;
             let until = until
                 .map(|text| ReplayTime::parse("--until", &text))
                 .transpose()?;
-            replay::run_replay(database_url, broker_url, config, &topic, since, until).await
+            let request = replay::ReplayRequest {
+                topic: &topic,
+                since,
+                until,
+            };
+            replay::run_replay(database_url, broker_url, config, slot, request).await
         }
         Command::Dead { action } => dead::dead(action).await,
     }

@@ -1,25 +1,79 @@
 //! `outbox-relay replay`: re-publish one topic's published events of a time
-//! window, with their original ids.
+//! window, with their original ids; under `--source logical`, the streamed
+//! events the slot confirmed too.
 
 use crate::Error;
 use crate::broker_url::BrokerUrl;
 use crate::config::RelayConfig;
 use crate::database_url::DatabaseUrl;
+use crate::logical::{SlotName, StreamedReplay, unconfirmed_in_window};
 use crate::publish::build_publisher;
 use crate::replay::{ReplayTime, replay, resolve_window};
-use crate::store::{Connections, open_store};
+use crate::store::{Connections, PostgresStore, ReplayWindow, open_store};
 
+/// The topic and the window asked for, before they are resolved against
+/// the database.
+pub(super) struct ReplayRequest<'a> {
+    pub(super) topic: &'a str,
+    pub(super) since: ReplayTime,
+    pub(super) until: Option<ReplayTime>,
+}
+
+/// Replay `request` to `broker_url`; `slot` is the logical source's, or
+/// `None` when polling.
 pub(super) async fn run_replay(
     database_url: DatabaseUrl,
     broker_url: BrokerUrl,
     config: RelayConfig,
-    topic: &str,
-    since: ReplayTime,
-    until: Option<ReplayTime>,
+    slot: Option<SlotName>,
+    request: ReplayRequest<'_>,
 ) -> Result<(), Error> {
-    let store = open_store(&database_url, Connections::OnDemand).await?;
-    let window = resolve_window(store.as_ref(), topic, since, until).await?;
-    let publisher = build_publisher(&broker_url, &config).await?;
+    let page_size = i64::from(config.batch_size());
+    let (window, replayed, left_out) = match &slot {
+        None => {
+            let store = open_store(&database_url, Connections::OnDemand).await?;
+            let window =
+                resolve_window(store.as_ref(), request.topic, request.since, request.until).await?;
+            let publisher = build_publisher(&broker_url, &config).await?;
+            log_start(&window, &database_url, &broker_url);
+            let replayed = replay(store.as_ref(), publisher.as_ref(), &window, page_size).await?;
+            (window, replayed, 0)
+        }
+        Some(slot) => {
+            let store = PostgresStore::connect(database_url.as_str()).await?;
+            let window =
+                resolve_window(&store, request.topic, request.since, request.until).await?;
+            let publisher = build_publisher(&broker_url, &config).await?;
+            log_start(&window, &database_url, &broker_url);
+            let source = StreamedReplay::new(store.pool(), slot);
+            let replayed = replay(&source, publisher.as_ref(), &window, page_size).await?;
+            let left_out = unconfirmed_in_window(store.pool(), slot, &window).await?;
+            (window, replayed, left_out)
+        }
+    };
+    let mut summary = format!(
+        "{replayed} event(s) of topic `{}` replayed (created from {} to before {})",
+        window.topic,
+        window.since.to_rfc3339(),
+        window.until.to_rfc3339()
+    );
+    if left_out > 0 {
+        summary.push_str(&format!(
+            "; {left_out} streamed event(s) of the window were left out: committed after the \
+             newest retention checkpoint the slot has confirmed, so not known to be published \
+             yet (replay again after the next retention pass)"
+        ));
+    }
+    // On the stdout broker, stdout carries the events themselves.
+    if broker_url == BrokerUrl::Stdout {
+        eprintln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
+    Ok(())
+}
+
+fn log_start(window: &ReplayWindow, database_url: &DatabaseUrl, broker_url: &BrokerUrl) {
     tracing::info!(
         topic = %window.topic,
         since = %window.since.to_rfc3339(),
@@ -28,24 +82,4 @@ pub(super) async fn run_replay(
         broker = %broker_url,
         "replay started"
     );
-    let replayed = replay(
-        store.as_ref(),
-        publisher.as_ref(),
-        &window,
-        i64::from(config.batch_size()),
-    )
-    .await?;
-    let summary = format!(
-        "{replayed} event(s) of topic `{}` replayed (created from {} to before {})",
-        window.topic,
-        window.since.to_rfc3339(),
-        window.until.to_rfc3339()
-    );
-    // On the stdout broker, stdout carries the events themselves.
-    if broker_url == BrokerUrl::Stdout {
-        eprintln!("{summary}");
-    } else {
-        println!("{summary}");
-    }
-    Ok(())
 }
