@@ -4,16 +4,20 @@
 //!
 //! Streamed events are published without a write, so their rows stay
 //! `pending`; a polling relay would publish every one of them again. Under
-//! the stream's lease (so no relay streams meanwhile):
-//! 1. the slot is peeked, which confirms nothing, for the transactions it
-//!    would still send: those after its confirmed position;
-//! 2. the stream-owned events (pending, no attempt, no note) of every other
-//!    committed transaction are marked published, as polling marks them:
-//!    each was acknowledged by the broker before the slot confirmed it. The
-//!    events of the unconfirmed transactions stay pending, so the polling
-//!    relays publish them (again, for those the stream had sent);
-//! 3. the slot and its publication are dropped, so the slot keeps no more
-//!    WAL, and retention's checkpoints, which describe the slot, with them.
+//! the stream's lease (so no relay streams meanwhile), while producers may
+//! go on writing:
+//! 1. a bound is taken: the oldest transaction running and the highest id
+//!    committed. Only events of transactions finished before it may be
+//!    marked; the WAL is flushed past their commit records before going on;
+//! 2. the slot is peeked, which confirms nothing, and the events it would
+//!    still send (those after its confirmed position) are decoded;
+//! 3. the stream-owned events (pending, no attempt, no note) within the
+//!    bound that the slot would not send again are marked published, as
+//!    polling marks them: each was acknowledged by the broker before the
+//!    slot confirmed it. Every other event stays pending, and the polling
+//!    relays publish it (again, for those the stream had sent);
+//! 4. retention's checkpoints, the publication and, last, the slot are
+//!    dropped in one transaction, so the slot keeps no more WAL.
 //!
 //! The events of the table path (failed, held or handed over, carrying an
 //! attempt or a note) are left as they are: polling publishes them as it
@@ -21,13 +25,19 @@
 //! the slot is dropped each step can be repeated, and once it is, there is
 //! nothing left to do.
 
+use std::time::Duration;
+
+use futures::TryStreamExt;
 use sqlx::{AssertSqlSafe, PgPool, Row};
 
 use super::operator_lease::OperatorLease;
+use super::pgoutput::{Change, PgOutputDecoder};
 use super::slot::{SlotName, drop_publication_statement, slot_status};
 use crate::Error;
 
-const UNCONFIRMED_TRANSACTIONS: &str = include_str!("sql/unconfirmed_transactions.sql");
+const LEAVE_BOUND: &str = include_str!("sql/leave_bound.sql");
+const WAL_FLUSHED_PAST: &str = include_str!("sql/wal_flushed_past.sql");
+const UNCONFIRMED_CHANGES: &str = include_str!("sql/unconfirmed_changes.sql");
 const MARK_CONFIRMED_STREAMED: &str = include_str!("sql/mark_confirmed_streamed.sql");
 const COUNT_STREAM_OWNED: &str = include_str!("sql/count_stream_owned.sql");
 const DROP_SLOT: &str = include_str!("sql/drop_slot.sql");
@@ -38,6 +48,12 @@ const OBJECT_IN_USE: &str = "55006";
 
 /// Events marked published per statement.
 const MARK_BATCH: i64 = 5000;
+
+/// How long the WAL may take to be flushed past the bound (the WAL writer
+/// flushes every `wal_writer_delay`, 200 ms by default), and how often
+/// that is checked.
+const FLUSH_WAIT: Duration = Duration::from_secs(30);
+const FLUSH_POLL: Duration = Duration::from_millis(20);
 
 /// What [`leave_logical`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,28 +110,17 @@ async fn leave_under_lease(
     operator_id: &str,
     lease_token: i64,
 ) -> Result<LeftLogical, Error> {
-    let unconfirmed: Vec<String> = sqlx::query_scalar(UNCONFIRMED_TRANSACTIONS)
-        .bind(slot.as_str())
-        .bind(slot.publication())
-        .fetch_all(pool)
-        .await
-        .map_err(|error| slot_in_use(slot, error))?;
+    let bound = take_bound(pool).await?;
+    let unconfirmed = unconfirmed_events(pool, slot).await?;
     tracing::info!(
         slot = %slot,
-        unconfirmed_transactions = unconfirmed.len(),
-        "peeked at the transactions the slot has not confirmed"
+        unconfirmed_events = unconfirmed.len(),
+        max_id = bound.max_id,
+        "peeked at the events the slot has not confirmed"
     );
-    let marked_published = mark_confirmed(pool, &unconfirmed, operator_id, lease_token).await?;
-    sqlx::query(DROP_SLOT)
-        .bind(slot.as_str())
-        .execute(pool)
-        .await?;
-    sqlx::query(AssertSqlSafe(drop_publication_statement(
-        slot.publication(),
-    )))
-    .execute(pool)
-    .await?;
-    sqlx::query(FORGET_ALL_CHECKPOINTS).execute(pool).await?;
+    let marked_published =
+        mark_confirmed(pool, &bound, &unconfirmed, operator_id, lease_token).await?;
+    drop_slot_and_publication(pool, slot).await?;
     let left_pending: i64 = sqlx::query_scalar(COUNT_STREAM_OWNED)
         .fetch_one(pool)
         .await?;
@@ -133,11 +138,99 @@ async fn leave_under_lease(
     })
 }
 
-/// Mark the confirmed stream-owned events published, a batch at a time;
-/// returns how many.
+/// What may be marked: events of the transactions finished when it was
+/// taken, up to the highest id then committed.
+struct Bound {
+    /// The oldest transaction running then (xid8, as text).
+    snapshot_xmin: String,
+    max_id: i64,
+}
+
+/// Take the [`Bound`], and wait until the WAL is flushed past every commit
+/// record of its transactions: the peek reads up to the flushed position
+/// only, and with `synchronous_commit = off` a transaction is visible
+/// before its commit record is flushed.
+async fn take_bound(pool: &PgPool) -> Result<Bound, Error> {
+    let row = sqlx::query(LEAVE_BOUND).fetch_one(pool).await?;
+    let wal_position: String = row.try_get("wal_position")?;
+    let bound = Bound {
+        snapshot_xmin: row.try_get("snapshot_xmin")?,
+        max_id: row.try_get("max_id")?,
+    };
+    let deadline = tokio::time::Instant::now() + FLUSH_WAIT;
+    loop {
+        let flushed: bool = sqlx::query_scalar(WAL_FLUSHED_PAST)
+            .bind(&wal_position)
+            .fetch_one(pool)
+            .await?;
+        if flushed {
+            return Ok(bound);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::Logical(format!(
+                "the WAL was not flushed up to {wal_position} within {} s; nothing was changed: \
+                 run leave-logical again",
+                FLUSH_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(FLUSH_POLL).await;
+    }
+}
+
+/// The ids of the events the slot would still send: decoded from a peek at
+/// its Relation and Insert messages. Row ids, not transaction ids: a row
+/// inserted after a savepoint carries its subtransaction's id, which the
+/// stream reports under its top-level transaction.
+async fn unconfirmed_events(pool: &PgPool, slot: &SlotName) -> Result<Vec<i64>, Error> {
+    let mut changes = sqlx::query_scalar::<_, Vec<u8>>(UNCONFIRMED_CHANGES)
+        .bind(slot.as_str())
+        .bind(slot.publication())
+        .fetch(pool);
+    let mut decoder = PgOutputDecoder::default();
+    let mut ids = Vec::new();
+    while let Some(message) = changes
+        .try_next()
+        .await
+        .map_err(|error| slot_in_use(slot, error))?
+    {
+        let change = decoder
+            .decode(&message)
+            .map_err(|error| Error::Logical(format!("peeking at the slot `{slot}`: {error}")))?;
+        if let Change::Inserted(event) = change {
+            ids.push(event.event.id);
+        }
+    }
+    Ok(ids)
+}
+
+/// Drop the slot last, in one transaction with its publication and
+/// retention's checkpoints: until the slot is gone, leave-logical can run
+/// again from the start.
+async fn drop_slot_and_publication(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
+    let mut transaction = outbox::begin_transaction(pool).await?;
+    sqlx::query(FORGET_ALL_CHECKPOINTS)
+        .execute(&mut *transaction)
+        .await?;
+    sqlx::query(AssertSqlSafe(drop_publication_statement(
+        slot.publication(),
+    )))
+    .execute(&mut *transaction)
+    .await?;
+    sqlx::query(DROP_SLOT)
+        .bind(slot.as_str())
+        .execute(&mut *transaction)
+        .await
+        .map_err(|error| slot_in_use(slot, error))?;
+    transaction.commit().await?;
+    Ok(())
+}
+
+/// Mark the confirmed stream-owned events within `bound` published, a
+/// batch at a time; returns how many.
 async fn mark_confirmed(
     pool: &PgPool,
-    unconfirmed: &[String],
+    bound: &Bound,
+    unconfirmed: &[i64],
     operator_id: &str,
     lease_token: i64,
 ) -> Result<u64, Error> {
@@ -150,6 +243,8 @@ async fn mark_confirmed(
             .bind(unconfirmed)
             .bind(after_id)
             .bind(MARK_BATCH)
+            .bind(bound.max_id)
+            .bind(&bound.snapshot_xmin)
             .fetch_one(pool)
             .await?;
         let lease_held: i64 = row.try_get("lease_held")?;

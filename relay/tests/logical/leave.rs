@@ -1,15 +1,19 @@
 //! `outbox-relay leave-logical`, end to end on RabbitMQ: refused while a
 //! relay streams; afterwards the events the slot confirmed are marked
-//! published and never published again, the ones it had not confirmed are
-//! published by polling, and the slot and its publication are gone.
+//! published and never published again, while the ones it had not
+//! confirmed (one inserted after a savepoint among them) and one committed
+//! while the command ran are published by polling; the slot and its
+//! publication are gone.
 
 use std::process::Output;
 
+use outbox::OutboxWriter;
 use outbox_testkit::{rabbitmq, unique_name};
+use sqlx::Acquire;
 
 use crate::harness::{DELIVERY_WAIT, LogicalDatabase, stop};
 use crate::support::process::{FAST_CONFIG, RelayProcess, wait_until};
-use crate::support::workload::{check_delivery, enqueue_events};
+use crate::support::workload::{check_delivery, enqueue_events, shipment_messages};
 
 /// `outbox-relay leave-logical --slot <the database's slot>`.
 fn leave_logical(database: &LogicalDatabase) -> Output {
@@ -60,10 +64,29 @@ async fn leave_logical_marks_what_the_slot_confirmed_and_polling_publishes_the_r
     );
     stop(&mut relay);
 
-    // Committed while no relay streams: in the slot, not confirmed.
-    let unconfirmed = enqueue_events(pool, &exchange, 30, 3, 5).await;
+    // Committed while no relay streams: in the slot, not confirmed. One of
+    // them is inserted after a savepoint, so its row carries the
+    // subtransaction's id, not the one the slot reports.
+    let mut unconfirmed = enqueue_events(pool, &exchange, 30, 3, 5).await;
+    let mut transaction = pool.begin().await.expect("begin");
+    let mut savepoint = transaction.begin().await.expect("savepoint");
+    let after_savepoint = OutboxWriter::new()
+        .enqueue_messages(&mut savepoint, shipment_messages(&exchange, 100, 1, 1))
+        .await
+        .expect("enqueue after a savepoint");
+    savepoint.commit().await.expect("release the savepoint");
+    transaction.commit().await.expect("commit");
+    unconfirmed.extend(after_savepoint);
+    // Still open while the command runs, committed after it: a producer
+    // that goes on writing.
+    let mut open = pool.begin().await.expect("begin");
+    let committed_after = OutboxWriter::new()
+        .enqueue_messages(&mut open, shipment_messages(&exchange, 200, 1, 1))
+        .await
+        .expect("enqueue in an open transaction");
 
     let left = leave_logical(&database);
+    open.commit().await.expect("commit after the command");
     let stdout = String::from_utf8_lossy(&left.stdout);
     assert!(
         left.status.success(),
@@ -106,7 +129,12 @@ async fn leave_logical_marks_what_the_slot_confirmed_and_polling_publishes_the_r
 
     // Polling publishes the rest, and none of the confirmed events again.
     let mut polling = RelayProcess::spawn(database.db.url(), &broker, FAST_CONFIG);
-    let enqueued: Vec<uuid::Uuid> = streamed.iter().chain(&unconfirmed).copied().collect();
+    let enqueued: Vec<uuid::Uuid> = streamed
+        .iter()
+        .chain(&unconfirmed)
+        .chain(&committed_after)
+        .copied()
+        .collect();
     assert!(
         wait_until(DELIVERY_WAIT, || async {
             collected.distinct_ids().len() >= enqueued.len()

@@ -13,6 +13,32 @@ pub struct ShipmentMoved {
     pub sequence: u64,
 }
 
+/// `count` events numbered from `first_sequence`, spread round-robin over
+/// `aggregates` aggregates on `topic`.
+pub fn shipment_messages(
+    topic: &str,
+    first_sequence: u64,
+    count: u64,
+    aggregates: u64,
+) -> Vec<outbox::OutboxMessage> {
+    (first_sequence..first_sequence + count)
+        .map(|sequence| {
+            let event = ShipmentMoved {
+                shipment: format!("s-{}", sequence % aggregates),
+                sequence,
+            };
+            outbox::OutboxMessage::new(
+                "shipment.moved",
+                "/shipments",
+                "shipment",
+                event.shipment.clone(),
+                topic,
+                serde_json::value::to_raw_value(&event).expect("payload"),
+            )
+        })
+        .collect()
+}
+
 /// Enqueue `count` events spread round-robin over `aggregates` aggregates
 /// on `topic`, in transactions of `per_transaction`. Returns the event ids
 /// in enqueue (id) order.
@@ -26,23 +52,9 @@ pub async fn enqueue_events<DB: outbox::Backend>(
     let mut event_ids = Vec::with_capacity(count as usize);
     let mut sequence = 0;
     while sequence < count {
-        let mut messages = Vec::new();
-        for _ in 0..per_transaction.min(count - sequence) {
-            let event = ShipmentMoved {
-                shipment: format!("s-{}", sequence % aggregates),
-                sequence,
-            };
-            let message = outbox::OutboxMessage::new(
-                "shipment.moved",
-                "/shipments",
-                "shipment",
-                event.shipment.clone(),
-                topic,
-                serde_json::value::to_raw_value(&event).expect("payload"),
-            );
-            messages.push(message);
-            sequence += 1;
-        }
+        let in_transaction = per_transaction.min(count - sequence);
+        let messages = shipment_messages(topic, sequence, in_transaction, aggregates);
+        sequence += in_transaction;
         let mut tx = pool.begin().await.expect("begin");
         let ids = outbox::OutboxWriter::new()
             .enqueue_messages(&mut tx, messages)

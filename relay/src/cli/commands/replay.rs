@@ -6,7 +6,7 @@ use crate::Error;
 use crate::broker_url::BrokerUrl;
 use crate::config::RelayConfig;
 use crate::database_url::DatabaseUrl;
-use crate::logical::{SlotName, StreamedReplay, unconfirmed_in_window};
+use crate::logical::{SlotName, StreamedReplay, slot_status, unconfirmed_in_window};
 use crate::publish::build_publisher;
 use crate::replay::{ReplayTime, replay, resolve_window};
 use crate::store::{Connections, PostgresStore, ReplayWindow, open_store};
@@ -41,6 +41,13 @@ pub(super) async fn run_replay(
         }
         Some(slot) => {
             let store = PostgresStore::connect(database_url.as_str()).await?;
+            if slot_status(store.pool(), slot).await?.is_none() {
+                return Err(Error::Logical(format!(
+                    "there is no replication slot `{slot}` in this database, so which streamed \
+                     events were published is unknown: name the slot with --slot, or replay \
+                     without --source logical once the relays poll"
+                )));
+            }
             let window =
                 resolve_window(&store, request.topic, request.since, request.until).await?;
             let publisher = build_publisher(&broker_url, &config).await?;

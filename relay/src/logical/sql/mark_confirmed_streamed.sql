@@ -1,9 +1,14 @@
--- $1 operator id, $2 stream lease token, $3 transactions the slot has not
--- confirmed (ids as text), $4 after this event id, $5 batch size.
--- Stream-owned events (pending, no attempt, no note) of every other
--- committed transaction were published and confirmed: marked published as
--- polling marks them, a batch in id order at a time, fenced by the stream's
--- lease. The events of the unconfirmed transactions stay pending.
+-- $1 operator id, $2 stream lease token, $3 ids of the events the slot
+-- would still send, $4 after this event id, $5 batch size, $6 the highest
+-- id committed when the bound was taken, $7 the oldest transaction then
+-- running (xid8 as text).
+-- Stream-owned events (pending, no attempt, no note) of transactions that
+-- had finished by then, which the slot would not send again, were
+-- published and confirmed: marked published as polling marks them, a batch
+-- in id order at a time, fenced by the stream's lease. A row's xmin is the
+-- (sub)transaction that inserted it; one below the oldest running
+-- transaction finished, and a visible one committed. Everything else stays
+-- pending.
 WITH lease AS (
     SELECT 1 FROM outbox_partitions
     WHERE partition_no = -1
@@ -18,7 +23,9 @@ WITH lease AS (
       AND e.attempts = 0
       AND e.last_error IS NULL
       AND e.id > $4
-      AND NOT (e.xmin = ANY ($3::text[]::xid[]))
+      AND e.id <= $6
+      AND age(e.xmin) > age($7::xid8::xid)
+      AND NOT (e.id = ANY ($3::bigint[]))
     ORDER BY e.id
     LIMIT $5
 ), marked AS (
