@@ -40,6 +40,11 @@ pub enum Error {
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
 
+    /// A database statement did not finish within its bound; names what
+    /// it was doing and the bound.
+    #[error("{0}")]
+    DatabaseTimeout(String),
+
     /// The Kafka client failed outside of a single event's delivery.
     #[error("kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),

@@ -134,6 +134,11 @@ impl LeaseKeeper {
         if self.is_standing_by() {
             return Ok(());
         }
+        self.within_lease("renewing the leases", self.renew_held())
+            .await
+    }
+
+    async fn renew_held(&self) -> Result<(), Error> {
         let asked = self.snapshot().leases;
         let started = Instant::now();
         self.store
@@ -168,6 +173,11 @@ impl LeaseKeeper {
         if self.is_standing_by() {
             return Ok(());
         }
+        self.within_lease("rebalancing the leases", self.rebalance_held())
+            .await
+    }
+
+    async fn rebalance_held(&self) -> Result<(), Error> {
         let started = Instant::now();
         let live_relays = self
             .store
@@ -221,6 +231,11 @@ impl LeaseKeeper {
     /// between batches, with no mark in flight.
     pub async fn hand_over(&self) -> Result<Handover, Error> {
         let _membership = self.membership.lock().await;
+        self.within_lease("handing the leases over", self.hand_over_held())
+            .await
+    }
+
+    async fn hand_over_held(&self) -> Result<Handover, Error> {
         let live_relays = self
             .store
             .heartbeat(&self.relay_id, self.lease_duration)
@@ -237,6 +252,28 @@ impl LeaseKeeper {
             released,
             other_relays: live_relays - 1,
         })
+    }
+
+    /// Run `work`, statements on the lease and heartbeat rows, bounded by
+    /// the lease duration. Past it, the leases it would extend or take have
+    /// expired anyway; and a statement waiting that long on a lock (a
+    /// session holding the rows, or a connection left inside a
+    /// transaction) must not keep the batch loop, which waits on
+    /// `membership`, from going on and saying why.
+    async fn within_lease<T>(
+        &self,
+        what: &str,
+        work: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        tokio::time::timeout(self.lease_duration, work)
+            .await
+            .unwrap_or_else(|_elapsed| {
+                Err(Error::DatabaseTimeout(format!(
+                    "{what} did not finish within lease_duration ({} ms): the database may be \
+                     holding a lock on outbox_partitions or outbox_relays",
+                    self.lease_duration.as_millis()
+                )))
+            })
     }
 
     /// End standing by: the next [`LeaseKeeper::rebalance`] heartbeats and

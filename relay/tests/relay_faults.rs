@@ -1,6 +1,6 @@
 //! The relay binary under faults: SIGKILL mid-batch, three relays on one
-//! database, SIGTERM (also with a batch waiting for its confirms), and
-//! events the broker always rejects.
+//! database, SIGTERM (also with a batch waiting for its confirms), lease
+//! rows locked by another session, and events the broker always rejects.
 
 mod support;
 
@@ -211,6 +211,65 @@ fn received_of(collected: &Collected, events: &[uuid::Uuid]) -> usize {
 /// A SIGTERM that arrives while the relay still connects (here to a
 /// database that accepts the connection and never answers) stops it with
 /// exit 0, as in service, not by the signal's default action.
+/// A session that locks every lease row keeps the relay from renewing:
+/// each lease statement gives up after a lease duration and says why, so
+/// the batch loop is never stuck behind it silently; once the lock is
+/// gone, every event is published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lease_statement_stuck_on_a_lock_is_logged_and_the_relay_goes_on_once_it_is_free() {
+    const EVENTS: u64 = 200;
+    let db = outbox_testkit::postgres().await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let mut relay = RelayProcess::spawn(db.url(), "stdout", FAST_CONFIG);
+    let leased = wait_until(Duration::from_secs(60), || async {
+        db.count("SELECT COUNT(*) FROM outbox_partitions WHERE lease_expires_at > now()")
+            .await
+            > 0
+    })
+    .await;
+    assert!(leased, "the relay never took a lease:\n{}", relay.log());
+
+    let mut locker = db.pool().begin().await.expect("begin");
+    sqlx::query("SELECT partition_no FROM outbox_partitions FOR UPDATE")
+        .fetch_all(&mut *locker)
+        .await
+        .expect("lock every lease row");
+    let offset = relay.log().len();
+    let said = wait_until(Duration::from_secs(60), || async {
+        relay
+            .log()
+            .get(offset..)
+            .is_some_and(|log| log.contains("did not finish within lease_duration"))
+    })
+    .await;
+    assert!(
+        said,
+        "no lease statement gave up while the rows were locked:\n{}",
+        relay.log()
+    );
+    let enqueued = enqueue_events(db.pool(), "stuck_lease", EVENTS, 10, 20).await;
+    locker.rollback().await.expect("release the lock");
+
+    let published = wait_until(Duration::from_secs(120), || async {
+        db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'")
+            .await
+            == enqueued.len() as i64
+    })
+    .await;
+    assert!(
+        published,
+        "the relay did not publish everything once the lock was gone:\n{}",
+        relay.log()
+    );
+    relay.signal("TERM");
+    let status = relay.wait_exit(Duration::from_secs(30));
+    assert!(
+        status.is_some_and(|status| status.success()),
+        "the relay did not exit 0 on SIGTERM: {status:?}\n{}",
+        relay.log()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_while_starting_exits_zero() {
     let silent_database = tokio::net::TcpListener::bind("127.0.0.1:0")
