@@ -15,8 +15,14 @@ use crate::store::ReplayWindow;
 use crate::store::rows::{map_rows, outbound_from_row};
 use crate::{Error, OutboundEvent};
 
-const FETCH_REPLAYABLE: &str = include_str!("sql/fetch_replayable.sql");
-const COUNT_UNCONFIRMED_IN_WINDOW: &str = include_str!("sql/count_unconfirmed_in_window.sql");
+const FETCH_REPLAYABLE: &str = concat!(
+    include_str!("sql/usable_checkpoint.sql"),
+    include_str!("sql/fetch_replayable.sql")
+);
+const COUNT_UNCONFIRMED_IN_WINDOW: &str = concat!(
+    include_str!("sql/usable_checkpoint.sql"),
+    include_str!("sql/count_unconfirmed_in_window.sql")
+);
 
 /// The pages of a replay under the logical source: the published rows and
 /// the streamed events the slot confirmed.
@@ -41,12 +47,12 @@ impl ReplaySource for StreamedReplay<'_> {
     ) -> BoxFuture<'b, Result<Vec<OutboundEvent>, Error>> {
         Box::pin(async move {
             let rows = sqlx::query(FETCH_REPLAYABLE)
+                .bind(self.slot.as_str())
                 .bind(&window.topic)
                 .bind(window.since)
                 .bind(window.until)
                 .bind(after_id)
                 .bind(limit)
-                .bind(self.slot.as_str())
                 .fetch_all(self.pool)
                 .await?;
             Ok(map_rows(&rows, outbound_from_row)?)
@@ -66,10 +72,10 @@ pub async fn unconfirmed_in_window(
     window: &ReplayWindow,
 ) -> Result<u64, Error> {
     let count: i64 = sqlx::query_scalar(COUNT_UNCONFIRMED_IN_WINDOW)
+        .bind(slot.as_str())
         .bind(&window.topic)
         .bind(window.since)
         .bind(window.until)
-        .bind(slot.as_str())
         .fetch_one(pool)
         .await?;
     Ok(u64::try_from(count).unwrap_or(0))

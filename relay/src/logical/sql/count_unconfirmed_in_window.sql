@@ -1,19 +1,12 @@
--- $1 topic, $2 created at or after, $3 created before, $4 slot. Streamed
--- events of the window that fetch_replayable.sql cannot yet judge
--- acknowledged: stream-owned and not covered by a retention checkpoint the
--- slot has confirmed. A replay leaves them out.
-WITH usable AS (
-    SELECT snapshot_xmin::xid AS snapshot_xmin, max_id
-    FROM outbox_stream_checkpoints
-    WHERE wal_position <= (SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $4)
-    ORDER BY taken_at DESC
-    LIMIT 1
-)
+-- Follows usable_checkpoint.sql. $1 slot, $2 topic, $3 created at or
+-- after, $4 created before. The streamed events of the window that
+-- fetch_replayable.sql cannot judge acknowledged yet: stream-owned and not
+-- older than the usable checkpoint. A replay leaves them out.
 SELECT COUNT(*)
 FROM outbox_events AS e
-WHERE e.topic = $1
-  AND e.created_at >= $2
-  AND e.created_at < $3
+WHERE e.topic = $2
+  AND e.created_at >= $3
+  AND e.created_at < $4
   AND e.state = 'pending'
   AND e.attempts = 0
   AND e.last_error IS NULL
