@@ -165,14 +165,15 @@ pub enum Command {
     /// the slot stopped.
     ///
     /// Takes the stream's lease (refused while a live relay holds it) and
-    /// peeks at the slot, confirming nothing, for the transactions it has
-    /// not confirmed. The streamed events of every other committed
-    /// transaction are marked published, as polling marks them; those of
-    /// the unconfirmed ones stay pending, so the polling relays publish
-    /// them (at least once). Then drops the slot and its publication, so
-    /// the slot keeps no more WAL. Events of the failure path are left to
-    /// polling as they are. Writes no event to a broker; safe to run again.
-    /// Start the relays with `--source poll` afterwards.
+    /// peeks at the slot, confirming nothing, for the events it would
+    /// still send. The other streamed events of the transactions finished
+    /// when it started are marked published, as polling marks them; every
+    /// other event stays pending, so the polling relays publish it (at
+    /// least once). Then drops the slot and its publication, so the slot
+    /// keeps no more WAL. Events of the failure path are left to polling
+    /// as they are. Producers may go on writing. Writes no event to a
+    /// broker; safe to run again. Start the relays with `--source poll`
+    /// afterwards.
     LeaveLogical {
         /// The database (PostgreSQL).
         #[command(flatten)]
@@ -194,7 +195,8 @@ pub enum Command {
     /// not replayed. With `--source logical` the streamed events the broker
     /// acknowledged are replayed too (their rows stay pending): those
     /// committed before the newest retention checkpoint the slot has
-    /// confirmed; the replay says how many newer ones it left out. Nothing in the database changes and no lease is taken,
+    /// confirmed; the replay says how many newer ones it left out. Nothing
+    /// in the database changes and no lease is taken,
     /// so it can run beside a live relay. It stops at the first event the
     /// broker does not take, with a non-zero exit naming how many events
     /// were replayed before it.

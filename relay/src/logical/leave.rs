@@ -32,13 +32,16 @@ use sqlx::{AssertSqlSafe, PgPool, Row};
 
 use super::operator_lease::OperatorLease;
 use super::pgoutput::{Change, PgOutputDecoder};
-use super::slot::{SlotName, drop_publication_statement, slot_status};
+use super::slot::{SlotName, drop_publication_statement, missing_slot_error, slot_status};
 use crate::Error;
 
 const LEAVE_BOUND: &str = include_str!("sql/leave_bound.sql");
 const WAL_FLUSHED_PAST: &str = include_str!("sql/wal_flushed_past.sql");
 const UNCONFIRMED_CHANGES: &str = include_str!("sql/unconfirmed_changes.sql");
-const MARK_CONFIRMED_STREAMED: &str = include_str!("sql/mark_confirmed_streamed.sql");
+const MARK_CONFIRMED_STREAMED: &str = concat!(
+    include_str!("sql/stream_lease_fence.sql"),
+    include_str!("sql/mark_confirmed_streamed.sql")
+);
 const COUNT_STREAM_OWNED: &str = include_str!("sql/count_stream_owned.sql");
 const DROP_SLOT: &str = include_str!("sql/drop_slot.sql");
 const FORGET_ALL_CHECKPOINTS: &str = include_str!("sql/forget_all_checkpoints.sql");
@@ -82,11 +85,10 @@ pub async fn leave_logical(
 ) -> Result<LeftLogical, Error> {
     match slot_status(pool, slot).await? {
         None => {
-            return Err(Error::Logical(format!(
-                "there is no replication slot `{slot}` in this database, so which streamed events \
-                 were published is unknown: run recover-slot to re-create it, or name the slot \
-                 with --slot"
-            )));
+            return Err(missing_slot_error(
+                slot,
+                "run recover-slot to re-create it, or name the slot with --slot",
+            ));
         }
         Some(status) if status.is_lost() => {
             return Err(Error::Logical(format!(

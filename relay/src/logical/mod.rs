@@ -61,8 +61,8 @@ pub use replay_source::{StreamedReplay, unconfirmed_in_window};
 pub use retention::{run_logical_retention, run_logical_retention_pass};
 pub use slot::{
     DEFAULT_SLOT, DroppedSlot, OUTPUT_PLUGIN, SlotName, SlotStatus, check_prerequisites,
-    check_stream_prerequisites, check_wal_level, ensure_slot_and_publication, relay_slots,
-    slot_status,
+    check_stream_prerequisites, check_wal_level, ensure_slot_and_publication, missing_slot_error,
+    relay_slots, slot_status,
 };
 pub use source::LogicalSource;
 

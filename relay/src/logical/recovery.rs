@@ -38,7 +38,10 @@ use crate::Error;
 const DROP_SLOT: &str = include_str!("sql/drop_slot.sql");
 const FORGET_ALL_CHECKPOINTS: &str = include_str!("sql/forget_all_checkpoints.sql");
 const RECOVERY_UNTIL: &str = include_str!("sql/recovery_until.sql");
-const HAND_OVER_WINDOW: &str = include_str!("sql/hand_over_window.sql");
+const HAND_OVER_WINDOW: &str = concat!(
+    include_str!("sql/stream_lease_fence.sql"),
+    include_str!("sql/hand_over_window.sql")
+);
 
 /// The note handed-over events carry in `last_error`.
 pub const HANDED_OVER_NOTE: &str = "handed to the table path by recover-slot: published again after the replication slot was re-created";

@@ -160,6 +160,16 @@ pub async fn check_stream_prerequisites(pool: &PgPool, slot: &SlotName) -> Resul
     Ok(())
 }
 
+/// The one-line error of an operator command that reads what the slot
+/// confirmed (`leave-logical`, `replay --source logical`) when there is no
+/// such slot; `remedy` says what to do instead.
+pub fn missing_slot_error(slot: &SlotName, remedy: &str) -> Error {
+    Error::Logical(format!(
+        "there is no replication slot `{slot}` in this database, so which streamed events were \
+         published is unknown: {remedy}"
+    ))
+}
+
 /// The one-line error for a slot the server invalidated: what may be
 /// missing and how to recover. The relay never re-creates such a slot by
 /// itself: that would skip, silently, what was committed since its

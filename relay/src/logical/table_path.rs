@@ -33,9 +33,15 @@ const PARKED_AGGREGATES: &str = include_str!("sql/parked_aggregates.sql");
 /// at 100,000 rows.
 const PARKED_AGGREGATES_SETTINGS: &str = "SET LOCAL enable_seqscan = off";
 const FETCH_TABLE_OWNED: &str = include_str!("sql/fetch_table_owned.sql");
-const HOLD_EVENTS: &str = include_str!("sql/hold_events.sql");
+const HOLD_EVENTS: &str = concat!(
+    include_str!("sql/stream_lease_fence.sql"),
+    include_str!("sql/hold_events.sql")
+);
 const MARK_TABLE_OWNED_PUBLISHED: &str = include_str!("sql/mark_table_owned_published.sql");
-const RECORD_FAILURE: &str = include_str!("sql/record_failure.sql");
+const RECORD_FAILURE: &str = concat!(
+    include_str!("sql/stream_lease_fence.sql"),
+    include_str!("sql/record_failure.sql")
+);
 
 /// The note a held event carries in `last_error`.
 pub(crate) const HELD_NOTE: &str = "held behind an earlier failed event of its aggregate";

@@ -6,10 +6,12 @@ use crate::Error;
 use crate::broker_url::BrokerUrl;
 use crate::config::RelayConfig;
 use crate::database_url::DatabaseUrl;
-use crate::logical::{SlotName, StreamedReplay, slot_status, unconfirmed_in_window};
+use crate::logical::{
+    SlotName, StreamedReplay, missing_slot_error, slot_status, unconfirmed_in_window,
+};
 use crate::publish::build_publisher;
-use crate::replay::{ReplayTime, replay, resolve_window};
-use crate::store::{Connections, PostgresStore, ReplayWindow, open_store};
+use crate::replay::{ReplaySource, ReplayTime, replay, resolve_window};
+use crate::store::{Connections, OperatorStore, PostgresStore, ReplayWindow, open_store};
 
 /// The topic and the window asked for, before they are resolved against
 /// the database.
@@ -28,32 +30,25 @@ pub(super) async fn run_replay(
     slot: Option<SlotName>,
     request: ReplayRequest<'_>,
 ) -> Result<(), Error> {
-    let page_size = i64::from(config.batch_size());
+    let inputs = (&database_url, &broker_url, &config);
     let (window, replayed, left_out) = match &slot {
         None => {
             let store = open_store(&database_url, Connections::OnDemand).await?;
-            let window =
-                resolve_window(store.as_ref(), request.topic, request.since, request.until).await?;
-            let publisher = build_publisher(&broker_url, &config).await?;
-            log_start(&window, &database_url, &broker_url);
-            let replayed = replay(store.as_ref(), publisher.as_ref(), &window, page_size).await?;
+            let (window, replayed) =
+                replay_request(store.as_ref(), store.as_ref(), &request, inputs).await?;
             (window, replayed, 0)
         }
         Some(slot) => {
             let store = PostgresStore::connect(database_url.as_str()).await?;
             if slot_status(store.pool(), slot).await?.is_none() {
-                return Err(Error::Logical(format!(
-                    "there is no replication slot `{slot}` in this database, so which streamed \
-                     events were published is unknown: name the slot with --slot, or replay \
-                     without --source logical once the relays poll"
-                )));
+                return Err(missing_slot_error(
+                    slot,
+                    "name the slot with --slot, or replay without --source logical once the \
+                     relays poll",
+                ));
             }
-            let window =
-                resolve_window(&store, request.topic, request.since, request.until).await?;
-            let publisher = build_publisher(&broker_url, &config).await?;
-            log_start(&window, &database_url, &broker_url);
             let source = StreamedReplay::new(store.pool(), slot);
-            let replayed = replay(&source, publisher.as_ref(), &window, page_size).await?;
+            let (window, replayed) = replay_request(&store, &source, &request, inputs).await?;
             let left_out = unconfirmed_in_window(store.pool(), slot, &window).await?;
             (window, replayed, left_out)
         }
@@ -80,7 +75,17 @@ pub(super) async fn run_replay(
     Ok(())
 }
 
-fn log_start(window: &ReplayWindow, database_url: &DatabaseUrl, broker_url: &BrokerUrl) {
+/// Resolve `request`'s window on `store`, then replay what `source` reads
+/// of it through a publisher of `config`; the window and how many events
+/// were replayed.
+async fn replay_request<S: ReplaySource + ?Sized>(
+    store: &dyn OperatorStore,
+    source: &S,
+    request: &ReplayRequest<'_>,
+    (database_url, broker_url, config): (&DatabaseUrl, &BrokerUrl, &RelayConfig),
+) -> Result<(ReplayWindow, u64), Error> {
+    let window = resolve_window(store, request.topic, request.since, request.until).await?;
+    let publisher = build_publisher(broker_url, config).await?;
     tracing::info!(
         topic = %window.topic,
         since = %window.since.to_rfc3339(),
@@ -89,4 +94,7 @@ fn log_start(window: &ReplayWindow, database_url: &DatabaseUrl, broker_url: &Bro
         broker = %broker_url,
         "replay started"
     );
+    let page_size = i64::from(config.batch_size());
+    let replayed = replay(source, publisher.as_ref(), &window, page_size).await?;
+    Ok((window, replayed))
 }

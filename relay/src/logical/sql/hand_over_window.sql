@@ -1,3 +1,4 @@
+-- Follows stream_lease_fence.sql.
 -- $1 relay id, $2 stream lease token, $3 since, $4 until, $5 the last id
 -- handed over (0 at first), $6 batch size, $7 note. `recover-slot`: hands to
 -- the table path, in id order and one batch at a time, the events created
@@ -7,14 +8,7 @@
 -- id order and before its newer streamed events. Fenced by the stream's
 -- lease: `lease_held` is 0 when it is lost, and then nothing is written.
 -- `last_id` is the highest id this batch looked at (NULL once none is left).
-WITH lease AS (
-    SELECT 1 FROM outbox_partitions
-    WHERE partition_no = -1
-      AND lease_owner = $1
-      AND lease_token = $2
-      AND lease_expires_at > now()
-),
-batch AS (
+, batch AS (
     SELECT id
     FROM outbox_events
     WHERE state = 'pending'

@@ -1,3 +1,4 @@
+-- Follows stream_lease_fence.sql.
 -- $1 operator id, $2 stream lease token, $3 ids of the events the slot
 -- would still send, $4 after this event id, $5 batch size, $6 the highest
 -- id committed when the bound was taken, $7 the oldest transaction then
@@ -9,13 +10,7 @@
 -- (sub)transaction that inserted it; one below the oldest running
 -- transaction finished, and a visible one committed. Everything else stays
 -- pending.
-WITH lease AS (
-    SELECT 1 FROM outbox_partitions
-    WHERE partition_no = -1
-      AND lease_owner = $1
-      AND lease_token = $2
-      AND lease_expires_at > now()
-), batch AS (
+, batch AS (
     SELECT e.id
     FROM outbox_events AS e
     WHERE EXISTS (SELECT 1 FROM lease)

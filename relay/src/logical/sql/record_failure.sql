@@ -1,16 +1,10 @@
+-- Follows stream_lease_fence.sql.
 -- $1 relay id, $2 stream lease token, $3 event id, $4 error, $5 seconds
 -- until the retry, NULL to move the event to dead. The same bookkeeping as
 -- the polling relay's, fenced by the stream's lease: `lease_held` is 0
 -- when it is lost, and then nothing is written. A row no longer pending
 -- (published or dead before a restart streamed it again) is left as it is.
-WITH lease AS (
-    SELECT 1 FROM outbox_partitions
-    WHERE partition_no = -1
-      AND lease_owner = $1
-      AND lease_token = $2
-      AND lease_expires_at > now()
-),
-updated AS (
+, updated AS (
     UPDATE outbox_events AS e
     SET attempts = e.attempts + 1,
         last_error = $4,
