@@ -24,6 +24,10 @@ use tokio::task::JoinHandle;
 /// paused peer would; [`TcpProxy::release_held`] forwards what was held and
 /// goes on as usual. A test can so catch a client with a request in flight:
 /// a statement sent but not yet run, a message sent but not yet confirmed.
+/// [`TcpProxy::hold_open_connections_to_server_after`] does so only on the
+/// connections open at the call, after letting a given number of bytes
+/// through: the first messages of a batch reach the server and are
+/// answered, the rest wait, and a new connection works as usual.
 ///
 /// ```no_run
 /// # async fn example() {
@@ -42,6 +46,16 @@ pub struct TcpProxy {
     accepting: JoinHandle<()>,
 }
 
+/// Connections numbered below `connections_below` forward `allowance` more
+/// bytes toward the server, then hold the rest until the release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PartialHold {
+    /// Tells one hold from the next.
+    id: u64,
+    connections_below: u64,
+    allowance: usize,
+}
+
 #[derive(Debug)]
 struct ProxyState {
     upstream: String,
@@ -55,6 +69,12 @@ struct ProxyState {
     to_server_held: watch::Sender<bool>,
     /// Whether bytes from the server to clients are held back.
     to_client_held: watch::Sender<bool>,
+    /// Connections accepted so far: each one's number.
+    accepted: AtomicU64,
+    /// A hold of the bytes to the server on the connections numbered below
+    /// its bound, after an allowance (see
+    /// [`TcpProxy::hold_open_connections_to_server_after`]).
+    partial_hold: watch::Sender<Option<PartialHold>>,
     refused: AtomicU64,
     cut_connections: AtomicU64,
 }
@@ -79,6 +99,8 @@ impl TcpProxy {
             stalls: watch::Sender::new(0),
             to_server_held: watch::Sender::new(false),
             to_client_held: watch::Sender::new(false),
+            accepted: AtomicU64::new(0),
+            partial_hold: watch::Sender::new(None),
             refused: AtomicU64::new(0),
             cut_connections: AtomicU64::new(0),
         });
@@ -149,10 +171,29 @@ impl TcpProxy {
         self.state.to_client_held.send_replace(true);
     }
 
+    /// On each connection open now, let `allowance` more bytes through to
+    /// the server, then hold back the rest of what the client sends until
+    /// [`TcpProxy::release_held`]. The server's answers still flow, and
+    /// connections opened later are forwarded as usual: a client whose
+    /// connection stopped carrying its requests part-way through a batch,
+    /// and which can open a new one.
+    pub fn hold_open_connections_to_server_after(&self, allowance: usize) {
+        let connections_below = self.state.accepted.load(Ordering::SeqCst);
+        self.state.partial_hold.send_modify(|hold| {
+            let id = hold.map_or(1, |hold| hold.id + 1);
+            *hold = Some(PartialHold {
+                id,
+                connections_below,
+                allowance,
+            });
+        });
+    }
+
     /// Forward what was held back, both ways, and stop holding.
     pub fn release_held(&self) {
         self.state.to_server_held.send_replace(false);
         self.state.to_client_held.send_replace(false);
+        self.state.partial_hold.send_replace(None);
     }
 
     /// Forward new connections again.
@@ -197,7 +238,8 @@ async fn accept(listener: TcpListener, state: Arc<ProxyState>) {
             drop(client);
             continue;
         }
-        tokio::spawn(forward(client, cuts, stalls, Arc::clone(&state)));
+        let number = state.accepted.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(forward(client, number, cuts, stalls, Arc::clone(&state)));
     }
 }
 
@@ -206,6 +248,7 @@ async fn accept(listener: TcpListener, state: Arc<ProxyState>) {
 /// open and silent until then.
 async fn forward(
     mut client: TcpStream,
+    number: u64,
     mut cuts: watch::Receiver<u64>,
     mut stalls: watch::Receiver<u64>,
     state: Arc<ProxyState>,
@@ -225,12 +268,22 @@ async fn forward(
         let to_server = pump(
             &mut client_reader,
             &mut server_writer,
-            state.to_server_held.subscribe(),
+            Gate {
+                held: state.to_server_held.subscribe(),
+                partial: Some(PartialGate {
+                    number,
+                    hold: state.partial_hold.subscribe(),
+                    spent: None,
+                }),
+            },
         );
         let to_client = pump(
             &mut server_reader,
             &mut client_writer,
-            state.to_client_held.subscribe(),
+            Gate {
+                held: state.to_client_held.subscribe(),
+                partial: None,
+            },
         );
         tokio::select! {
             // Either side closing ends the connection; how is of no interest.
@@ -246,13 +299,67 @@ async fn forward(
     }
 }
 
+/// What lets the bytes of one direction of one connection through.
+struct Gate {
+    /// Whether every byte is held back.
+    held: watch::Receiver<bool>,
+    /// Toward the server: the connection's partial-hold state.
+    partial: Option<PartialGate>,
+}
+
+/// One connection's view of the partial holds toward the server.
+struct PartialGate {
+    /// The connection's number: a hold covers the connections below its
+    /// bound.
+    number: u64,
+    hold: watch::Receiver<Option<PartialHold>>,
+    /// The id of the hold in force, and what is left of its allowance.
+    spent: Option<(u64, usize)>,
+}
+
+impl Gate {
+    /// How many of the next `wanted` bytes may go on, waiting while none
+    /// may; `None` when the proxy is gone and nothing will release them.
+    async fn allow(&mut self, wanted: usize) -> Option<usize> {
+        loop {
+            self.held.wait_for(|held| !*held).await.ok()?;
+            let Some(PartialGate {
+                number,
+                hold: partial,
+                spent,
+            }) = &mut self.partial
+            else {
+                return Some(wanted);
+            };
+            let hold = *partial.borrow_and_update();
+            let Some(hold) = hold.filter(|hold| *number < hold.connections_below) else {
+                return Some(wanted);
+            };
+            let left = match spent {
+                Some((id, left)) if *id == hold.id => left,
+                _ => &mut spent.insert((hold.id, hold.allowance)).1,
+            };
+            if *left > 0 {
+                let allowed = wanted.min(*left);
+                *left -= allowed;
+                return Some(allowed);
+            }
+            // Allowance spent: wait for the release (or a new hold).
+            tokio::select! {
+                changed = partial.changed() => changed.ok()?,
+                changed = self.held.changed() => changed.ok()?,
+            }
+        }
+    }
+}
+
 /// Copy bytes from `from` to `to` until `from` closes, then close `to`'s
-/// side. A chunk read while `held` is true waits until it is false: bytes
-/// read after a hold began go on only after the release.
+/// side. A chunk read while the gate holds waits until it lets it through:
+/// bytes read after a hold began go on only after the release.
 async fn pump(
     from: &mut (impl AsyncRead + Unpin),
     to: &mut (impl AsyncWrite + Unpin),
-    mut held: watch::Receiver<bool>,
+    mut gate: Gate,
 ) -> std::io::Result<()> {
     let mut buffer = vec![0_u8; 16 * 1024];
     loop {
@@ -260,11 +367,15 @@ async fn pump(
         if read == 0 {
             return to.shutdown().await;
         }
-        if held.wait_for(|held| !*held).await.is_err() {
-            // The proxy is gone: nothing will release the bytes.
-            return Ok(());
+        let mut written = 0;
+        while written < read {
+            let Some(allowed) = gate.allow(read - written).await else {
+                // The proxy is gone: nothing will release the bytes.
+                return Ok(());
+            };
+            to.write_all(&buffer[written..written + allowed]).await?;
+            written += allowed;
         }
-        to.write_all(&buffer[..read]).await?;
     }
 }
 
@@ -403,6 +514,31 @@ mod tests {
         );
         let mut fresh = TcpStream::connect(proxy.address()).await.expect("connect");
         assert!(echoes(&mut fresh).await, "new connections are forwarded");
+    }
+
+    #[tokio::test]
+    async fn a_partial_hold_lets_its_allowance_through_on_open_connections_only() {
+        let proxy = TcpProxy::start(echo_server().await.to_string()).await;
+        let mut open = TcpStream::connect(proxy.address()).await.expect("connect");
+        assert!(echoes(&mut open).await, "forwarded");
+        proxy.hold_open_connections_to_server_after(6);
+        open.write_all(b"pingpong").await.expect("send");
+        let mut answer = [0_u8; 6];
+        open.read_exact(&mut answer)
+            .await
+            .expect("the allowance passes");
+        assert_eq!(&answer, b"pingpo");
+        assert!(
+            sends_without_answer(&mut open).await,
+            "past the allowance, bytes are held"
+        );
+        let mut fresh = TcpStream::connect(proxy.address()).await.expect("connect");
+        assert!(echoes(&mut fresh).await, "a new connection is not held");
+        proxy.release_held();
+        let mut rest = [0_u8; 6];
+        open.read_exact(&mut rest).await.expect("released");
+        assert_eq!(&rest, b"ngping");
+        assert!(echoes(&mut open).await, "forwarded after the release");
     }
 
     #[tokio::test]

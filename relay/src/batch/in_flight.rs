@@ -147,9 +147,11 @@ impl Dispatcher {
         let Some(mut last) = self.land_together(answered).await else {
             return false;
         };
-        if last.outage.is_some() && !self.in_flight.is_empty() {
-            // The broker took none of it: those sent behind it fare no
-            // better. Land them all before backing off.
+        if (last.outage.is_some() || self.stream_lost) && !self.in_flight.is_empty() {
+            // The broker took none of it, or the client may have lost an
+            // event of it: those sent behind it count as not sent. Land
+            // them all before anything new is sent, so the lost events go
+            // out again first, in id order.
             let rest: Vec<SentBatch> = self.in_flight.drain(..).collect();
             if let Some(rest_last) = self.land_together(rest).await {
                 last = rest_last;

@@ -144,6 +144,11 @@ pub struct Dispatcher {
     /// Until when producers need not notify this relay of commits: it
     /// polls on its own meanwhile (see `quiet.rs`).
     quiet_until: Option<Instant>,
+    /// Whether an event was accounted unavailable while later ones may
+    /// still be in flight: every outcome accounted after it counts as not
+    /// sent, and nothing new is sent before the batches in flight have
+    /// landed (see `publish.rs`, `Dispatcher::after_a_loss`).
+    stream_lost: bool,
 }
 
 impl Dispatcher {
@@ -179,6 +184,7 @@ impl Dispatcher {
             last_published: HashMap::new(),
             next_stall_check: None,
             quiet_until: None,
+            stream_lost: false,
         }
     }
 

@@ -148,6 +148,10 @@ impl Dispatcher {
             unavailable = tracing::field::Empty,
         );
         let started = Instant::now();
+        if self.in_flight.is_empty() {
+            // Every event sent before a loss has been accounted for.
+            self.stream_lost = false;
+        }
         let ids = batch.iter().map(|claimed| claimed.event.id).collect();
         let mut sent = SentBatch {
             ids,
@@ -211,6 +215,21 @@ impl Dispatcher {
                 block_unsent(&mut outcome.blocked, &wave, waves);
                 break;
             }
+            if wave_index < last_wave && !self.in_flight.is_empty() {
+                // This wave's acknowledgements are accounted for before the
+                // next wave is sent: first account for the batches sent
+                // before it, so outcomes are accounted in send order.
+                let earlier: Vec<SentBatch> = self.in_flight.drain(..).collect();
+                self.land_together(earlier).await;
+            }
+            if self.stream_lost {
+                tracing::debug!(
+                    wave_index,
+                    "an event sent earlier was lost; leaving the rest of the batch for later"
+                );
+                block_unsent(&mut outcome.blocked, &wave, waves);
+                break;
+            }
             self.note_commit_order(&wave);
             let events: Vec<_> = wave.iter().map(|claimed| claimed.event.clone()).collect();
             let handed = Arc::clone(&self.publisher).send(events).await;
@@ -221,7 +240,9 @@ impl Dispatcher {
             }
             let results = handed.acknowledgements.await;
             let wave_unavailable = self.account_for_wave(wave, results, outcome, &HashSet::new());
-            if wave_unavailable > 0 && outcome.published.is_empty() && outcome.rejected.is_empty() {
+            if wave_unavailable > 0 {
+                // The broker client lost events or cannot reach the broker:
+                // what would follow counts as not sent anyway.
                 block_unsent(&mut outcome.blocked, &[], waves);
                 break;
             }
@@ -286,6 +307,7 @@ impl Dispatcher {
         let acknowledged_at = chrono::Utc::now();
         let mut unavailable = 0;
         for (claimed, result) in wave.into_iter().zip(results) {
+            let result = self.after_a_loss(result);
             let key = aggregate_key(&claimed);
             let Err(failure) = result else {
                 if outcome.blocked.contains(&key) || failed_before.contains(&key) {
@@ -331,6 +353,30 @@ impl Dispatcher {
         }
         outcome.unavailable += unavailable;
         unavailable
+    }
+}
+
+impl Dispatcher {
+    /// The outcome to account for an event whose broker outcome is
+    /// `result`, in send order. Once an event went unacknowledged for want
+    /// of the broker ([`PublishFailure::Unavailable`]: a confirm or delivery
+    /// report that did not come, a connection or producer lost), the
+    /// client may have lost it and everything sent after it: every later
+    /// outcome, acknowledged or refused, counts as not sent until nothing
+    /// sent before the loss is left in flight. Those events stay pending
+    /// and go out again behind the lost one, in id order.
+    fn after_a_loss(&mut self, result: Result<(), PublishFailure>) -> Result<(), PublishFailure> {
+        match result {
+            Err(PublishFailure::Unavailable(message)) => {
+                self.stream_lost = true;
+                Err(PublishFailure::Unavailable(message))
+            }
+            Err(PublishFailure::Held(message)) => Err(PublishFailure::Held(message)),
+            _ if self.stream_lost => Err(PublishFailure::Unavailable(
+                "sent after an event the broker did not acknowledge; counts as not sent".to_owned(),
+            )),
+            other => other,
+        }
     }
 }
 

@@ -11,6 +11,7 @@ mod from_config;
 mod hold;
 pub mod kafka;
 pub mod rabbitmq;
+mod send_order;
 pub mod stdout;
 
 pub use from_config::build_publisher;

@@ -2,6 +2,7 @@
 //! test's own on the real broker, read back by a consumer group.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_relay::OutboundEvent;
@@ -11,7 +12,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Message;
 
-use crate::{Delivered, Target};
+use crate::{Delivered, LossyClient, LossyTarget, Target};
 
 /// What only Kafka carries: the record key, its partition, every header.
 pub(crate) struct KafkaRecord {
@@ -128,5 +129,31 @@ impl Target for KafkaTarget {
 
     async fn remove(self) {
         kafka::delete_topic(&self.brokers, &self.topic).await;
+    }
+}
+
+impl LossyTarget for KafkaTarget {
+    /// Records linger in the producer's queue for 3 s before they are
+    /// sent; `break_client` puts the producer into librdkafka's fatal
+    /// error state (its test hook), which fails them unsent. The publisher
+    /// replaces the producer after the batch that meets the error.
+    async fn lossy(&self) -> LossyClient {
+        let mut config = KafkaPublisherConfig::new(vec![self.brokers.clone()]);
+        config.message_timeout = Duration::from_secs(20);
+        config
+            .client_options
+            .insert("linger.ms".to_owned(), "3000".to_owned());
+        let publisher = Arc::new(KafkaPublisher::new(config).expect("kafka publisher"));
+        let failing = Arc::clone(&publisher);
+        LossyClient {
+            publisher,
+            start_losing: Box::new(|| {}),
+            break_client: Box::new(move || {
+                failing
+                    .inject_fatal_error("fatal error injected by the test")
+                    .expect("inject a fatal error");
+            }),
+            _transport: None,
+        }
     }
 }

@@ -20,6 +20,7 @@ mod stdout;
 mod support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use outbox_relay::OutboundEvent;
 use outbox_relay::publish::{PublishFailure, Publisher};
@@ -63,6 +64,28 @@ pub(crate) trait Target: Sized {
 
     /// Remove the destination.
     async fn remove(self);
+}
+
+/// A publisher whose broker client can be made to lose what it was handed
+/// and not yet acknowledged, as a connection the broker stopped reading or
+/// a producer that failed fatally does.
+pub(crate) struct LossyClient {
+    /// The publisher, its broker connections perhaps through a proxy.
+    pub(crate) publisher: Arc<dyn Publisher>,
+    /// Called before the sends to lose: what is handed to the client from
+    /// then on does not reach the broker, on the connections open now.
+    pub(crate) start_losing: Box<dyn Fn() + Send + Sync>,
+    /// Called after those sends: the client fails, where it would not
+    /// notice the loss by itself.
+    pub(crate) break_client: Box<dyn Fn() + Send + Sync>,
+    /// What carries the connections (a proxy), kept for the test's length.
+    pub(crate) _transport: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+/// A [`Target`] whose broker client can lose events in flight.
+pub(crate) trait LossyTarget: Target {
+    /// A publisher to the destination that can lose events in flight.
+    async fn lossy(&self) -> LossyClient;
 }
 
 /// Event `sequence` of `aggregate_id` for `topic`
@@ -257,6 +280,98 @@ async fn a_failure_before_sending_holds_its_aggregate_s_later_events<T: Target>(
     target.remove().await;
 }
 
+/// The client loses two sends in flight (`LossyClient`), and a third send
+/// comes before the second lost one has settled. A publisher that keeps
+/// order across sends must not let it reach the broker before the lost
+/// events: either it is not handed over at all, or the client keeps it
+/// behind them. Then, as the relay does, every event from the first one
+/// not acknowledged on is sent again, in order: each aggregate's events
+/// must first arrive in order.
+async fn a_send_after_a_loss_in_flight_never_overtakes_the_lost_events<T: LossyTarget>() {
+    let target = T::new().await;
+    let lossy = target.lossy().await;
+    let publisher = Arc::clone(&lossy.publisher);
+    let destination = target.destination();
+    let pair = |sequence: usize| {
+        vec![
+            event(&destination, "order-a", sequence),
+            event(&destination, "order-b", sequence + 1),
+        ]
+    };
+    let first = vec![event(&destination, "order-a", 0)];
+    assert_eq!(publisher.publish(&first).await, vec![Ok(())], "warm-up");
+
+    (lossy.start_losing)();
+    let (second, third, fourth) = (pair(1), pair(3), pair(5));
+    let sent_second = Arc::clone(&publisher).send(second.clone()).await;
+    let sent_third = Arc::clone(&publisher).send(third.clone()).await;
+    assert!(
+        sent_second.in_order_in_flight && sent_third.in_order_in_flight,
+        "both sends are handed over before any failure is known"
+    );
+    (lossy.break_client)();
+    let second_outcomes = sent_second.acknowledgements.await;
+    assert!(
+        second_outcomes
+            .iter()
+            .all(|outcome| matches!(outcome, Err(PublishFailure::Unavailable(_)))),
+        "the lost send is unavailable: {second_outcomes:?}"
+    );
+    // The third send is still unsettled: the fourth must not overtake it.
+    let sent_fourth = Arc::clone(&publisher).send(fourth.clone()).await;
+    let third_outcomes = sent_third.acknowledgements.await;
+    let fourth_outcomes = sent_fourth.acknowledgements.await;
+
+    let sent: Vec<OutboundEvent> = [second, third, fourth].concat();
+    let outcomes: Vec<_> = [second_outcomes, third_outcomes, fourth_outcomes].concat();
+    let first_lost = outcomes
+        .iter()
+        .position(Result::is_err)
+        .expect("the second send was lost");
+    let again = &sent[first_lost..];
+    let resent = publisher.publish(again).await;
+    assert!(
+        resent.iter().all(Result::is_ok),
+        "sent again once the client recovered: {resent:?}"
+    );
+
+    let delivered = target.read(first.len() + again.len()).await;
+    let sequence_of: HashMap<String, u64> = first
+        .iter()
+        .chain(&sent)
+        .map(|event| {
+            let payload: serde_json::Value =
+                serde_json::from_str(&event.payload).expect("payload is JSON");
+            (
+                event.event_id.to_string(),
+                payload["sequence"].as_u64().expect("sequence"),
+            )
+        })
+        .collect();
+    let mut seen = HashSet::new();
+    let mut last_first_arrival: HashMap<String, u64> = HashMap::new();
+    for message in &delivered {
+        let id = message.attributes.get("id").expect("id attribute");
+        if !seen.insert(id.clone()) {
+            continue;
+        }
+        let sequence = sequence_of[id];
+        let aggregate = message
+            .attributes
+            .get("partitionkey")
+            .expect("partitionkey attribute")
+            .clone();
+        if let Some(previous) = last_first_arrival.insert(aggregate.clone(), sequence) {
+            assert!(
+                previous < sequence,
+                "{aggregate}: event {sequence} first arrived after {previous}, \
+                 ahead of the events lost before it"
+            );
+        }
+    }
+    target.remove().await;
+}
+
 /// One `#[tokio::test]` per shared case for the publisher of `$target`.
 macro_rules! shared_cases {
     ($module:ident, $target:ty) => {
@@ -284,6 +399,23 @@ macro_rules! shared_cases {
         }
     };
 }
+
+/// One `#[tokio::test]` per case of a broker client that loses events in
+/// flight, for the publisher of `$target`.
+macro_rules! lossy_cases {
+    ($module:ident, $target:ty) => {
+        mod $module {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_send_after_a_loss_in_flight_never_overtakes_the_lost_events() {
+                super::a_send_after_a_loss_in_flight_never_overtakes_the_lost_events::<$target>()
+                    .await;
+            }
+        }
+    };
+}
+
+lossy_cases!(kafka_client_loss, crate::kafka::KafkaTarget);
+lossy_cases!(rabbitmq_client_loss, crate::rabbitmq::RabbitMqTarget);
 
 shared_cases!(kafka_publisher, crate::kafka::KafkaTarget);
 shared_cases!(rabbitmq_publisher, crate::rabbitmq::RabbitMqTarget);

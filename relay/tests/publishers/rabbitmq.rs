@@ -10,9 +10,11 @@ use lapin::types::FieldTable;
 use lapin::{Channel, Connection};
 use outbox_relay::OutboundEvent;
 use outbox_relay::publish::{Publisher, RabbitMqPublisher, RabbitMqPublisherConfig};
-use outbox_testkit::{rabbitmq, unique_name};
+use std::sync::Arc;
 
-use crate::{Delivered, Target};
+use outbox_testkit::{TcpProxy, rabbitmq, unique_name};
+
+use crate::{Delivered, LossyClient, LossyTarget, Target};
 
 pub(crate) struct RabbitMqTarget {
     connection: Connection,
@@ -154,5 +156,25 @@ impl Target for RabbitMqTarget {
     async fn remove(self) {
         rabbitmq::delete_topology(&self.connection, &[&self.queue], &[&self.exchange]).await;
         let _ = self.connection.close(200, "OK".into()).await;
+    }
+}
+
+impl LossyTarget for RabbitMqTarget {
+    /// Through a proxy: the connection open at `start_losing` carries
+    /// nothing more toward the broker (as when the broker stops reading a
+    /// publisher's socket), so its sends time out after `confirm_timeout`;
+    /// a new connection works.
+    async fn lossy(&self) -> LossyClient {
+        let proxy = Arc::new(TcpProxy::in_front_of(&rabbitmq::amqp_url()).await);
+        let mut config = RabbitMqPublisherConfig::new(proxy.route(&rabbitmq::amqp_url()));
+        config.confirm_timeout = Duration::from_secs(1);
+        config.connect_timeout = Duration::from_secs(3);
+        let holding = Arc::clone(&proxy);
+        LossyClient {
+            publisher: Arc::new(RabbitMqPublisher::new(config).expect("rabbitmq publisher")),
+            start_losing: Box::new(move || holding.hold_open_connections_to_server_after(0)),
+            break_client: Box::new(|| {}),
+            _transport: Some(Box::new(proxy)),
+        }
     }
 }

@@ -61,6 +61,15 @@ impl ClientContext for RelayContext {
 /// The producer, with the context that reports its connection state.
 pub(super) type RelayProducer = FutureProducer<RelayContext>;
 
+/// The producer in use, and which of the publisher's producers it is
+/// (counting from 1): a send on a newer one waits until the sends on the
+/// replaced one are settled (`publish/send_order.rs`).
+#[derive(Clone)]
+pub(super) struct CurrentProducer {
+    pub(super) producer: RelayProducer,
+    pub(super) generation: u64,
+}
+
 /// A producer for `config` that reports its connection state to
 /// `connected`. Fails on a setting librdkafka does not accept.
 pub(super) fn create_producer(
@@ -132,6 +141,11 @@ impl KafkaPublisher {
 
     /// The current producer (a cheap handle on it).
     pub(super) fn producer(&self) -> RelayProducer {
+        self.current_producer().producer
+    }
+
+    /// The current producer and which one it is.
+    pub(super) fn current_producer(&self) -> CurrentProducer {
         self.producer
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -144,13 +158,20 @@ impl KafkaPublisher {
     pub(super) fn recreate_producer(&self, reason: &str) -> Result<(), crate::Error> {
         match create_producer(&self.producer_config, &self.connected) {
             Ok(producer) => {
-                let old = std::mem::replace(
-                    &mut *self
+                let old = {
+                    let mut current = self
                         .producer
                         .write()
-                        .unwrap_or_else(PoisonError::into_inner),
-                    producer,
-                );
+                        .unwrap_or_else(PoisonError::into_inner);
+                    let generation = current.generation + 1;
+                    std::mem::replace(
+                        &mut *current,
+                        CurrentProducer {
+                            producer,
+                            generation,
+                        },
+                    )
+                };
                 self.broken.store(false, Ordering::Relaxed);
                 self.rebuilds.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(reason, "replaced the kafka producer with a new one");

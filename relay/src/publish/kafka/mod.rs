@@ -59,8 +59,9 @@ pub use config::KafkaPublisherConfig;
 pub(crate) use guarantee::check_client_option;
 
 use crate::OutboundEvent;
+use crate::publish::send_order::SendOrder;
 use crate::publish::{PendingAcknowledgements, PublishFailure, Publisher, SentEvents};
-use client::{RelayProducer, create_producer};
+use client::{CurrentProducer, create_producer};
 use send::DELIVERY_GRACE;
 
 /// Publishes outbox events to Kafka (see the module documentation).
@@ -69,7 +70,7 @@ pub struct KafkaPublisher {
     producer_config: ClientConfig,
     /// Replaced when librdkafka reports a fatal error: an idempotent
     /// producer cannot be used after one.
-    producer: RwLock<RelayProducer>,
+    producer: RwLock<CurrentProducer>,
     admin: Mutex<Option<Arc<AdminClient<DefaultClientContext>>>>,
     /// Topics found to exist. A missing topic is not remembered: the next
     /// publish that names it looks it up again, so an event retried after
@@ -84,6 +85,9 @@ pub struct KafkaPublisher {
     broken: AtomicBool,
     /// Producers replaced because their state was broken.
     rebuilds: AtomicU64,
+    /// Sends whose delivery reports are still to come, per producer: a send
+    /// on a new producer waits until those of the replaced one are settled.
+    send_order: Arc<SendOrder>,
 }
 
 impl std::fmt::Debug for KafkaPublisher {
@@ -117,13 +121,17 @@ impl KafkaPublisher {
         Ok(Self {
             config,
             producer_config,
-            producer: RwLock::new(producer),
+            producer: RwLock::new(CurrentProducer {
+                producer,
+                generation: 1,
+            }),
             admin: Mutex::new(None),
             topics: Mutex::new(HashSet::new()),
             connected,
             delivery_wait,
             broken: AtomicBool::new(false),
             rebuilds: AtomicU64::new(0),
+            send_order: SendOrder::new(),
         })
     }
 

@@ -19,6 +19,7 @@ use super::headers::kafka_headers;
 use super::topics::check_topic_name;
 use crate::OutboundEvent;
 use crate::publish::cloudevent::CloudEvent;
+use crate::publish::send_order::UnsettledSend;
 use crate::publish::{AggregateHolds, PublishFailure};
 
 /// Extra time, past `message.timeout.ms`, before the publisher stops waiting
@@ -39,6 +40,9 @@ pub(super) struct Batch {
     deadline: Instant,
     /// The producer the records were handed to.
     producer: RelayProducer,
+    /// Settled when the batch is dropped, after its reports were awaited:
+    /// until then, no send goes out on a newer producer.
+    _unsettled: Option<UnsettledSend>,
 }
 
 impl Batch {
@@ -76,12 +80,29 @@ impl KafkaPublisher {
             .collect();
         let topic_failures = self.resolve_topics(topics).await;
 
+        let current = self.current_producer();
         let mut batch = Batch {
             outcomes,
             in_flight: VecDeque::with_capacity(events.len()),
             deadline: Instant::now() + self.delivery_wait,
-            producer: self.producer(),
+            producer: current.producer,
+            _unsettled: None,
         };
+        // Records still unacknowledged on a replaced producer were purged
+        // with it: nothing goes out on this one before they are settled.
+        match self.send_order.enter(current.generation, "kafka") {
+            Ok(unsettled) => batch._unsettled = Some(unsettled),
+            Err(failure) => {
+                for outcome in batch
+                    .outcomes
+                    .iter_mut()
+                    .filter(|outcome| outcome.is_none())
+                {
+                    *outcome = Some(Err(failure.clone()));
+                }
+                return batch;
+            }
+        }
         // Records of one key go to one partition in the order they are
         // handed over; one that fails before that holds its key's later ones.
         let mut holds = AggregateHolds::default();

@@ -22,6 +22,8 @@ const MAX_IDLE_CHANNELS: usize = 8;
 /// One open connection and its idle channels in confirm mode.
 pub(super) struct Session {
     pub(super) connection: Connection,
+    /// Which connection of the publisher this is, counting from 1.
+    pub(super) generation: u64,
     idle_channels: Mutex<Vec<Channel>>,
 }
 
@@ -66,6 +68,7 @@ impl RabbitMqPublisher {
         }
         let session = Arc::new(Session {
             connection,
+            generation: self.sessions_opened.fetch_add(1, Ordering::Relaxed) + 1,
             idle_channels: Mutex::new(Vec::new()),
         });
         *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&session));

@@ -53,6 +53,7 @@ pub use config::RabbitMqPublisherConfig;
 
 use crate::OutboundEvent;
 use crate::mask_password;
+use crate::publish::send_order::SendOrder;
 use crate::publish::{PendingAcknowledgements, PublishFailure, Publisher, SentEvents};
 use connection::Session;
 
@@ -72,6 +73,11 @@ pub struct RabbitMqPublisher {
     rebuilds: AtomicU64,
     /// Whether a connection was ever opened: a later one is a rebuild.
     ever_connected: AtomicBool,
+    /// Connections opened so far: each session's generation.
+    sessions_opened: AtomicU64,
+    /// Sends whose confirms are still to come, per connection: a send on a
+    /// new connection waits until those of the replaced one are settled.
+    send_order: Arc<SendOrder>,
 }
 
 impl std::fmt::Debug for RabbitMqPublisher {
@@ -102,6 +108,8 @@ impl RabbitMqPublisher {
             exchanges: Mutex::new(HashSet::new()),
             rebuilds: AtomicU64::new(0),
             ever_connected: AtomicBool::new(false),
+            sessions_opened: AtomicU64::new(0),
+            send_order: SendOrder::new(),
         })
     }
 

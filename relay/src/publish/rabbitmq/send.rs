@@ -18,6 +18,7 @@ use super::RabbitMqPublisher;
 use super::connection::{Session, close_channel};
 use super::message::Message;
 use crate::OutboundEvent;
+use crate::publish::send_order::UnsettledSend;
 use crate::publish::{AggregateHolds, PublishFailure};
 
 /// What a publish left of its channel.
@@ -51,6 +52,9 @@ pub(super) struct OnChannel {
     /// The channel the messages went out on, and its session; none when
     /// nothing was sent.
     channel: Option<(Arc<Session>, Channel)>,
+    /// Settled when the batch is dropped, after its confirms were awaited:
+    /// until then, no send goes out on a newer connection.
+    _unsettled: Option<UnsettledSend>,
 }
 
 impl OnChannel {
@@ -62,6 +66,7 @@ impl OnChannel {
             channel_state: ChannelState::Healthy,
             deadline: Instant::now(),
             channel: None,
+            _unsettled: None,
         }
     }
 
@@ -109,6 +114,12 @@ impl RabbitMqPublisher {
             Ok(session) => session,
             Err(failure) => return OnChannel::unsent(fail_ready(slots, &failure)),
         };
+        // Messages still unconfirmed on a replaced connection may be lost:
+        // nothing goes out on this one before they are settled.
+        let unsettled = match self.send_order.enter(session.generation, "rabbitmq") {
+            Ok(unsettled) => unsettled,
+            Err(failure) => return OnChannel::unsent(fail_ready(slots, &failure)),
+        };
 
         let exchanges: HashSet<&str> = events
             .iter()
@@ -146,6 +157,7 @@ impl RabbitMqPublisher {
             channel_state: ChannelState::Healthy,
             deadline: Instant::now() + self.config.confirm_timeout,
             channel: None,
+            _unsettled: Some(unsettled),
         };
         self.send_messages(&channel, &mut batch, events, slots)
             .await;
