@@ -124,7 +124,11 @@ pub trait Publisher: Send + Sync {
     /// [`SentEvents::in_order_in_flight`] true promises that events given
     /// to a later `send` on the same publisher are stored after these ones
     /// (one Kafka producer, one AMQP channel), and that a client failure
-    /// that loses these events also fails the later ones.
+    /// that loses these events also fails the later ones. When the client
+    /// is rebuilt (a new connection, a new producer), a send on the new
+    /// one while a send on the old one is still unsettled must not be
+    /// handed over: its events are [`PublishFailure::Unavailable`]
+    /// (`docs/guarantees.md`, "A loss in flight").
     ///
     /// The default publishes the whole slice with [`Publisher::publish`]
     /// and returns its outcomes, settled.
