@@ -16,6 +16,12 @@ use crate::store::{OutboxBacklog, OutboxStore};
 pub trait BacklogSource: Send + Sync {
     /// Pending and dead counts and the oldest pending event's time.
     fn backlog(&self) -> BoxFuture<'_, Result<OutboxBacklog, Error>>;
+
+    /// What the source is busy with while it is ready, for `/readyz`
+    /// ("ready: ..."); `None` when nothing is worth saying.
+    fn activity(&self) -> BoxFuture<'_, Result<Option<String>, Error>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
 }
 
 /// The backlog of the polling source: every pending row of the table.

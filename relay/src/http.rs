@@ -109,7 +109,16 @@ async fn readyz(State(state): State<HttpState>) -> Response {
         }),
     };
     match problem {
-        None => (StatusCode::OK, "ready\n").into_response(),
+        None => {
+            let activity =
+                tokio::time::timeout(DATABASE_CHECK_TIMEOUT, state.backlog.activity()).await;
+            match activity {
+                Ok(Ok(Some(activity))) => {
+                    (StatusCode::OK, format!("ready: {activity}\n")).into_response()
+                }
+                _ => (StatusCode::OK, "ready\n").into_response(),
+            }
+        }
         Some(reason) => {
             tracing::debug!(%reason, "not ready");
             (

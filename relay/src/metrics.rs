@@ -55,6 +55,7 @@ const COMMIT_TO_ACK_BUCKETS: &[f64] = &[
 /// | `slot_retained_wal_bytes` | gauge | `--source logical`: WAL the slot keeps on disk |
 /// | `slot_confirmed_lsn` | gauge | `--source logical`: the slot's confirmed position, as a byte offset |
 /// | `stream_unsettled_events` | gauge | `--source logical`: events this instance streamed and has not settled |
+/// | `slot_backlog_events` | gauge | `--source logical`: events committed before the slot existed and not published yet (handed to the table path or still to hand over) |
 /// | `broker_client_rebuilds_total` | counter | broker clients rebuilt because their state was broken (fatal or fenced Kafka producer, RabbitMQ connection closed or stuck) (refreshed on scrape) |
 ///
 /// ```
@@ -84,6 +85,7 @@ pub struct RelayMetrics {
     slot_lag: IntGauge,
     slot_retained_wal: IntGauge,
     slot_confirmed: IntGauge,
+    slot_backlog: IntGauge,
     stream_unsettled: IntGauge,
 }
 
@@ -200,7 +202,12 @@ impl RelayMetrics {
             "stream_unsettled_events",
             "Logical source: streamed events neither acknowledged nor recorded as failed.",
         )?;
+        let slot_backlog = gauge(
+            "slot_backlog_events",
+            "Logical source: events committed before the replication slot existed and not published yet.",
+        )?;
         Ok(RelayMetrics {
+            slot_backlog,
             registry,
             published,
             failed,
@@ -297,6 +304,11 @@ impl RelayMetrics {
             .and_then(|oldest| (now - oldest).to_std().ok())
             .unwrap_or(Duration::ZERO);
         self.oldest_pending_age.set(age.as_secs_f64());
+    }
+
+    /// Refresh the gauge of the slot's backlog still to publish.
+    pub fn set_slot_backlog(&self, events: i64) {
+        self.slot_backlog.set(events);
     }
 
     /// Refresh the gauges of the logical source's slot and stream.

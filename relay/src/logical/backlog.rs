@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use sqlx::{PgPool, Row};
 
+use super::slot_backlog::{SlotBacklog, slot_backlogs};
 use super::source::LogicalSource;
 use crate::Error;
 use crate::backlog::BacklogSource;
@@ -26,6 +27,7 @@ const BACKLOG: &str = include_str!("sql/backlog.sql");
 const BACKLOG_SETTINGS: &str = "SET LOCAL enable_seqscan = off";
 const STATUS_COUNTS: &str = include_str!("sql/status_counts.sql");
 const STATUS_TOPICS: &str = include_str!("sql/status_topics.sql");
+const DATABASE_NOW: &str = include_str!("sql/database_now.sql");
 
 /// What `status --source logical` adds to the status.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -36,6 +38,9 @@ pub struct LogicalCounts {
     pub stream_owned: i64,
     /// The same, per topic, by topic name.
     pub topics: Vec<(String, i64)>,
+    /// The backlog still to publish of each slot that has one: the events
+    /// committed before the slot existed.
+    pub backlogs: Vec<SlotBacklog>,
 }
 
 /// The table-path backlog: pending and dead counts and the oldest pending
@@ -80,8 +85,44 @@ impl BacklogSource for LogicalSource {
         Box::pin(async move {
             let backlog = table_path_backlog(self.pool()).await?;
             let (count, oldest) = self.unsettled_summary();
-            Ok(with_unsettled(backlog, count, oldest))
+            let mut backlog = with_unsettled(backlog, count, oldest);
+            // The slot's backlog not handed over yet: pending too.
+            if let Some(slot_backlog) = self.slot_backlog().await? {
+                backlog = with_unsettled(
+                    backlog,
+                    usize::try_from(slot_backlog.not_handed_over).unwrap_or(0),
+                    slot_backlog.oldest_at,
+                );
+            }
+            Ok(backlog)
         })
+    }
+
+    /// While the slot's backlog is published: what is left of it.
+    fn activity(&self) -> BoxFuture<'_, Result<Option<String>, Error>> {
+        Box::pin(async move {
+            Ok(self.slot_backlog().await?.map(|backlog| {
+                let oldest = backlog
+                    .oldest_at
+                    .map(|at| format!(", the oldest created at {}", at.to_rfc3339()))
+                    .unwrap_or_default();
+                format!(
+                    "publishing the backlog of slot `{}`: {} event(s) committed before the slot \
+                     existed are left, {} of them not handed to the table path yet{oldest}",
+                    backlog.slot, backlog.remaining, backlog.not_handed_over
+                )
+            }))
+        })
+    }
+}
+
+impl LogicalSource {
+    /// What is left of this source's slot's backlog, when anything is.
+    pub(crate) async fn slot_backlog(&self) -> Result<Option<SlotBacklog>, Error> {
+        Ok(slot_backlogs(self.pool())
+            .await?
+            .into_iter()
+            .find(|backlog| backlog.slot == self.slot().as_str() && backlog.remaining > 0))
     }
 }
 
@@ -100,7 +141,22 @@ pub async fn logical_status(
     status.in_flight = row.try_get("in_flight")?;
     status.oldest_pending_at = row.try_get("oldest_pending_at")?;
     status.oldest_pending_age_seconds = row.try_get("oldest_pending_age_seconds")?;
-    let stream_owned: i64 = row.try_get("stream_owned")?;
+    let mut stream_owned: i64 = row.try_get("stream_owned")?;
+    // The slots' backlogs not handed over yet look stream-owned, but no
+    // slot streamed them: they are pending.
+    let backlogs = slot_backlogs(pool).await?;
+    for backlog in &backlogs {
+        status.pending += backlog.not_handed_over;
+        stream_owned -= backlog.not_handed_over;
+        status.oldest_pending_at = match (status.oldest_pending_at, backlog.oldest_at) {
+            (Some(table), Some(slot)) => Some(table.min(slot)),
+            (table, slot) => table.or(slot),
+        };
+    }
+    if let Some(oldest) = status.oldest_pending_at {
+        let now: DateTime<Utc> = sqlx::query_scalar(DATABASE_NOW).fetch_one(pool).await?;
+        status.oldest_pending_age_seconds = Some((now - oldest).num_seconds().max(0));
+    }
     let mut topics = Vec::new();
     for row in sqlx::query(STATUS_TOPICS).fetch_all(pool).await? {
         let topic: String = row.try_get("topic")?;
@@ -117,6 +173,7 @@ pub async fn logical_status(
     Ok(LogicalCounts {
         stream_owned,
         topics,
+        backlogs,
     })
 }
 

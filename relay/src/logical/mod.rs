@@ -3,6 +3,8 @@
 //! inserts of `outbox_events` only), instead of polling the table.
 //!
 //! - `slot.rs`: start-up checks, the slot and publication, their status.
+//! - `slot_backlog.rs`: the events committed before the slot existed,
+//!   handed to the table path before the stream opens.
 //! - `stream.rs`: the replication connection, one session at a time.
 //! - `server_probe.rs`: a plain connection beside the stream that ends it
 //!   when the server shuts down.
@@ -11,6 +13,8 @@
 //! - `received.rs`: streamed events not yet settled, shared by the stream
 //!   and the source.
 //! - `table_path.rs`: the failure path, through the table.
+//! - `catch_up.rs`: the slot's backlog handed to the table path before the
+//!   stream opens.
 //! - `source.rs`: [`LogicalSource`], the event source and the stream lease.
 //! - `monitor.rs`: the slot's gauges on `/metrics`.
 //! - `retention.rs`: deleting streamed events once the slot confirmed them.
@@ -35,6 +39,7 @@
 
 mod acknowledgements;
 mod backlog;
+mod catch_up;
 mod leave;
 mod monitor;
 mod operator_lease;
@@ -46,6 +51,7 @@ mod replay_source;
 mod retention;
 mod server_probe;
 mod slot;
+mod slot_backlog;
 mod source;
 mod stream;
 mod table_path;
@@ -56,7 +62,7 @@ pub use backlog::{LogicalCounts, logical_status};
 pub use leave::{LeftLogical, leave_logical};
 pub use monitor::{SLOT_REPORT_INTERVAL, report_slot};
 pub use operator_lease::OPERATOR_LEASE;
-pub use recovery::{HANDED_OVER_NOTE, SlotRecovery, recover_slot};
+pub use recovery::{SlotRecovery, recover_slot};
 pub use replay_source::{StreamedReplay, unconfirmed_in_window};
 pub use retention::{run_logical_retention, run_logical_retention_pass};
 pub use slot::{
@@ -64,17 +70,22 @@ pub use slot::{
     check_stream_prerequisites, check_wal_level, ensure_slot_and_publication, missing_slot_error,
     relay_slots, slot_status,
 };
+pub use slot_backlog::{BACKLOG_NOTE, BacklogBound, HANDED_OVER_NOTE, SlotBacklog, slot_backlogs};
 pub use source::LogicalSource;
 
 use crate::Error;
 
 const ENSURE_STREAM_LEASE: &str = include_str!("sql/ensure_stream_lease.sql");
 const CREATE_TABLE_OWNED_INDEX: &str = include_str!("sql/create_table_owned_index.sql");
+const CREATE_TABLE_BLOCKERS_INDEX: &str = include_str!("sql/create_table_blockers_index.sql");
 const CREATE_CHECKPOINTS: &str = include_str!("sql/create_checkpoints.sql");
+const CREATE_SLOT_BACKLOGS: &str = include_str!("sql/create_slot_backlogs.sql");
 
 /// Check that the database can stream, then create what the logical source
-/// needs when it is missing: the publication, the slot, the stream's lease
-/// row, the index of the failure path and the retention checkpoints. Run on a migrated database.
+/// needs when it is missing: the publication, the slot (with its backlog:
+/// the events committed before it, see `slot_backlog.rs`), the stream's
+/// lease row, the index of the failure path, the retention checkpoints and
+/// the backlog table. Run on a migrated database.
 ///
 /// # Errors
 /// [`Error::Logical`] for a server, role or slot that cannot stream;
@@ -82,15 +93,20 @@ const CREATE_CHECKPOINTS: &str = include_str!("sql/create_checkpoints.sql");
 pub async fn prepare(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
     check_prerequisites(pool, slot).await?;
     prepare_tables(pool).await?;
-    ensure_slot_and_publication(pool, slot, DroppedSlot::Refuse).await
+    ensure_slot_and_publication(pool, slot, DroppedSlot::Refuse).await?;
+    Ok(())
 }
 
 /// What the logical source keeps in tables, created when missing: the
-/// stream's lease row, the index of the failure path and the retention
-/// checkpoints.
+/// stream's lease row, the index of the failure path, the retention
+/// checkpoints and the slots' backlogs.
 async fn prepare_tables(pool: &PgPool) -> Result<(), Error> {
     sqlx::query(ENSURE_STREAM_LEASE).execute(pool).await?;
     sqlx::query(CREATE_TABLE_OWNED_INDEX).execute(pool).await?;
+    sqlx::query(CREATE_TABLE_BLOCKERS_INDEX)
+        .execute(pool)
+        .await?;
     sqlx::query(CREATE_CHECKPOINTS).execute(pool).await?;
+    sqlx::query(CREATE_SLOT_BACKLOGS).execute(pool).await?;
     Ok(())
 }

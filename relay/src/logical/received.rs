@@ -176,6 +176,14 @@ impl Received {
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(wakeup);
     }
 
+    /// Raise the wakeup now: events to publish are waiting elsewhere (the
+    /// table path).
+    pub(crate) fn wake(&self) {
+        if let Some(wakeup) = self.wakeup_handle() {
+            wakeup.wake();
+        }
+    }
+
     fn wakeup_handle(&self) -> Option<Wakeup> {
         self.wakeup
             .lock()

@@ -3,19 +3,18 @@
 //! known set of events published again.
 //!
 //! Under the stream's lease (so no relay streams meanwhile):
-//! 1. a lost slot is dropped, and retention's checkpoints with it (they
-//!    describe the old slot; against a new one they would let retention
-//!    delete events the old slot never confirmed);
-//! 2. the slot is created again (a slot that is there and not lost is
-//!    kept): it streams every transaction that commits from its starting
-//!    point on;
-//! 3. the events created from `since` until the database's time just after
-//!    the slot exists, that only the stream could have published (pending,
-//!    no attempt, no note), are handed to the table path as a hold marks
-//!    them. Every transaction committed before the slot's starting point is
-//!    visible by then, so each event is either streamed by the new slot or
-//!    handed over (or both, for a transaction that spans the creation):
-//!    never neither.
+//! 1. a slot that cannot stream on is dropped: one the server invalidated,
+//!    or one whose publication was dropped (pgoutput cannot decode what
+//!    committed after that);
+//! 2. the slot is created again as any slot is (`slot_backlog.rs`), and an
+//!    altered publication repaired; a slot that can stream on is kept. The
+//!    slot's backlog is the events created from `since` up to the highest
+//!    id visible once the slot exists, that only the stream could have
+//!    published (pending, no attempt, no note);
+//! 3. that backlog is handed to the table path here, with the machinery
+//!    the relays use for a new slot's backlog. Each event is either
+//!    streamed by the slot or handed over (or both, for a transaction that
+//!    spans the creation): never neither.
 //!
 //! The relays then publish the handed-over events from the table as they
 //! publish held ones: ordinary publications with their event ids (not
@@ -27,40 +26,34 @@
 //! as they are.
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 use super::operator_lease::OperatorLease;
 use super::slot::{
-    DroppedSlot, SlotName, check_stream_prerequisites, ensure_slot_and_publication, slot_status,
+    DroppedSlot, PublicationState, SlotName, check_stream_prerequisites,
+    ensure_slot_and_publication, publication_state, slot_status,
 };
+use super::slot_backlog::{HANDED_OVER_NOTE, HandedOver, hand_over};
+use super::table_path::Writer;
 use crate::Error;
 
 const DROP_SLOT: &str = include_str!("sql/drop_slot.sql");
-const FORGET_ALL_CHECKPOINTS: &str = include_str!("sql/forget_all_checkpoints.sql");
-const RECOVERY_UNTIL: &str = include_str!("sql/recovery_until.sql");
-const HAND_OVER_WINDOW: &str = concat!(
-    include_str!("sql/stream_lease_fence.sql"),
-    include_str!("sql/hand_over_window.sql")
-);
-
-/// The note handed-over events carry in `last_error`.
-pub const HANDED_OVER_NOTE: &str = "handed to the table path by recover-slot: published again after the replication slot was re-created";
-
-/// Events handed over per statement.
-const HAND_OVER_BATCH: i64 = 5000;
 
 /// What [`recover_slot`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotRecovery {
     /// The slot.
     pub slot: String,
-    /// Whether an invalidated slot was dropped.
+    /// Whether a slot that could not stream on (invalidated, or its
+    /// publication dropped) was dropped.
     pub dropped_lost_slot: bool,
-    /// Whether the slot was created (else a slot that was not lost was kept).
+    /// Whether the slot was created (else a slot that could stream on was
+    /// kept).
     pub created_slot: bool,
     /// The start of the window handed over.
     pub since: DateTime<Utc>,
-    /// Its end (exclusive): the database's time once the slot existed.
+    /// The database's time once the slot existed: the window holds the
+    /// events up to the highest id visible then.
     pub until: DateTime<Utc>,
     /// Events handed to the table path.
     pub handed_over: u64,
@@ -83,7 +76,11 @@ pub async fn recover_slot(
     check_stream_prerequisites(pool, slot).await?;
     super::prepare_tables(pool).await?;
     let lease = OperatorLease::acquire(pool, recovery_id, "recover-slot").await?;
-    let recovered = recover_under_lease(pool, slot, since, recovery_id, lease.token()).await;
+    let writer = Writer {
+        relay_id: recovery_id,
+        lease_token: lease.token(),
+    };
+    let recovered = recover_under_lease(pool, slot, since, writer).await;
     lease.release().await;
     recovered
 }
@@ -92,44 +89,59 @@ async fn recover_under_lease(
     pool: &PgPool,
     slot: &SlotName,
     since: DateTime<Utc>,
-    recovery_id: &str,
-    lease_token: i64,
+    writer: Writer<'_>,
 ) -> Result<SlotRecovery, Error> {
     let existing = slot_status(pool, slot).await?;
+    let publication = publication_state(pool, slot).await?;
     let dropped_lost_slot = match &existing {
-        Some(status) if status.is_lost() => {
+        Some(status) if status.is_lost() || publication == PublicationState::Missing => {
             sqlx::query(DROP_SLOT)
                 .bind(slot.as_str())
                 .execute(pool)
                 .await?;
             tracing::info!(
                 slot = %slot,
+                invalidated = status.is_lost(),
                 confirmed_flush_lsn = status.confirmed_flush_lsn.as_deref().unwrap_or(""),
-                "the invalidated replication slot was dropped"
+                "the replication slot could not stream on and was dropped"
             );
             true
         }
         Some(_) => {
-            tracing::info!(slot = %slot, "the replication slot is not invalidated; it is kept");
+            tracing::info!(slot = %slot, "the replication slot can stream on; it is kept");
             false
         }
         None => false,
     };
     let created_slot = existing.is_none() || dropped_lost_slot;
-    if created_slot {
-        sqlx::query(FORGET_ALL_CHECKPOINTS).execute(pool).await?;
-    }
-    ensure_slot_and_publication(pool, slot, DroppedSlot::Recreate).await?;
-    let until: DateTime<Utc> = sqlx::query_scalar(RECOVERY_UNTIL).fetch_one(pool).await?;
-    let handed_over = if since < until {
-        hand_over(pool, (since, until), recovery_id, lease_token).await?
-    } else {
-        0
+    let bound = ensure_slot_and_publication(pool, slot, DroppedSlot::Recreate { since })
+        .await?
+        .ok_or_else(|| {
+            Error::Logical(format!(
+                "the backlog of replication slot `{slot}` was bound by another process meanwhile; \
+                 run recover-slot again with the same --since"
+            ))
+        })?;
+    let handed_over = match hand_over(pool, slot, writer, HANDED_OVER_NOTE, |_| {}).await? {
+        HandedOver::Finished(handed) => handed,
+        HandedOver::Unbound => {
+            return Err(Error::Logical(format!(
+                "the backlog of replication slot `{slot}` is being created by another process; \
+                 run recover-slot again with the same --since"
+            )));
+        }
+        HandedOver::LeaseLost(handed) => {
+            return Err(Error::Logical(format!(
+                "the stream's lease was lost during the recovery after {handed} event(s) were \
+                 handed over; run recover-slot again with the same --since"
+            )));
+        }
     };
     tracing::info!(
         slot = %slot,
         since = %since.to_rfc3339(),
-        until = %until.to_rfc3339(),
+        until = %bound.at.to_rfc3339(),
+        bound_id = bound.id,
         handed_over,
         "events handed to the table path"
     );
@@ -138,43 +150,7 @@ async fn recover_under_lease(
         dropped_lost_slot,
         created_slot,
         since,
-        until,
+        until: bound.at,
         handed_over,
     })
-}
-
-/// Hand the window's events over, a batch at a time; returns how many.
-async fn hand_over(
-    pool: &PgPool,
-    (since, until): (DateTime<Utc>, DateTime<Utc>),
-    recovery_id: &str,
-    lease_token: i64,
-) -> Result<u64, Error> {
-    let mut handed_over: u64 = 0;
-    let mut after_id: i64 = 0;
-    loop {
-        let row = sqlx::query(HAND_OVER_WINDOW)
-            .bind(recovery_id)
-            .bind(lease_token)
-            .bind(since)
-            .bind(until)
-            .bind(after_id)
-            .bind(HAND_OVER_BATCH)
-            .bind(HANDED_OVER_NOTE)
-            .fetch_one(pool)
-            .await?;
-        let lease_held: i64 = row.try_get("lease_held")?;
-        if lease_held == 0 {
-            return Err(Error::Logical(format!(
-                "the stream's lease was lost during the recovery after {handed_over} event(s) \
-                 were handed over; run recover-slot again with the same --since"
-            )));
-        }
-        let handed: i64 = row.try_get("handed")?;
-        handed_over += u64::try_from(handed).unwrap_or(0);
-        match row.try_get::<Option<i64>, _>("last_id")? {
-            Some(last_id) => after_id = last_id,
-            None => return Ok(handed_over),
-        }
-    }
 }

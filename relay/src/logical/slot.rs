@@ -1,8 +1,10 @@
 //! The replication slot and the publication: start-up checks, creation when
 //! missing, and where the slot stands. Plain SQL on an sqlx pool.
 
+use chrono::{DateTime, Utc};
 use sqlx::{AssertSqlSafe, PgPool, Row};
 
+use super::slot_backlog::{self, BacklogBound, SlotCreationLock};
 use crate::Error;
 
 const WAL_LEVEL: &str = include_str!("sql/wal_level.sql");
@@ -10,6 +12,9 @@ const ROLE_CAN_REPLICATE: &str = include_str!("sql/role_can_replicate.sql");
 const SLOT_PLUGIN: &str = include_str!("sql/slot_plugin.sql");
 const CREATE_SLOT: &str = include_str!("sql/create_slot.sql");
 const PUBLICATION_EXISTS: &str = include_str!("sql/publication_exists.sql");
+const PUBLICATION_STATE: &str = include_str!("sql/publication_state.sql");
+const SLOT_BACKLOGS_TABLE: &str = include_str!("sql/slot_backlogs_table.sql");
+const FORGET_ALL_CHECKPOINTS: &str = include_str!("sql/forget_all_checkpoints.sql");
 const SLOT_STATUS: &str = include_str!("sql/slot_status.sql");
 const RELAY_SLOTS: &str = include_str!("sql/relay_slots.sql");
 
@@ -25,6 +30,16 @@ fn create_publication_statement(publication: &str) -> String {
     format!(
         "CREATE PUBLICATION \"{publication}\" FOR TABLE outbox_events WITH (publish = 'insert')"
     )
+}
+
+/// `ALTER PUBLICATION ... ADD TABLE outbox_events` for a checked name.
+fn add_table_statement(publication: &str) -> String {
+    format!("ALTER PUBLICATION \"{publication}\" ADD TABLE outbox_events")
+}
+
+/// `ALTER PUBLICATION ... SET (publish = 'insert')` for a checked name.
+fn publish_inserts_statement(publication: &str) -> String {
+    format!("ALTER PUBLICATION \"{publication}\" SET (publish = 'insert')")
 }
 
 /// `DROP PUBLICATION` for a checked name (see [`SlotName`]); nothing when
@@ -78,22 +93,26 @@ impl std::fmt::Display for SlotName {
 
 /// Refuse a server or role that cannot stream, a slot of the same name
 /// made for another plugin or database, a slot the server invalidated
-/// (`wal_status = lost`) and a slot dropped while its publication stayed.
-/// Reads only.
+/// (`wal_status = lost`), a slot dropped while its publication stayed, and
+/// a publication dropped or altered under its slot. A slot missing while
+/// its backlog is being created (a process was killed while it created the
+/// slot) is not refused: [`ensure_slot_and_publication`] finishes the
+/// creation. Reads only.
 ///
 /// # Errors
-/// [`Error::Logical`], one line naming the setting, attribute or slot.
+/// [`Error::Logical`], one line naming the setting, attribute or slot and
+/// the recovery.
 pub async fn check_prerequisites(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
     check_stream_prerequisites(pool, slot).await?;
     match slot_status(pool, slot).await? {
         Some(status) if status.is_lost() => Err(lost_slot_error(&status)),
-        Some(_) => Ok(()),
+        Some(_) => check_publication(pool, slot).await,
         None => {
             let publications: i64 = sqlx::query_scalar(PUBLICATION_EXISTS)
                 .bind(slot.publication())
                 .fetch_one(pool)
                 .await?;
-            if publications > 0 {
+            if publications > 0 && !slot_being_created(pool, slot).await? {
                 return Err(dropped_slot_error(slot));
             }
             Ok(())
@@ -101,11 +120,80 @@ pub async fn check_prerequisites(pool: &PgPool, slot: &SlotName) -> Result<(), E
     }
 }
 
+/// Whether `slot`'s backlog is begun and not bound: its creation is under
+/// way, or was interrupted. False before the backlog table exists.
+pub(super) async fn slot_being_created(pool: &PgPool, slot: &SlotName) -> Result<bool, Error> {
+    let table: Option<String> = sqlx::query_scalar(SLOT_BACKLOGS_TABLE)
+        .fetch_one(pool)
+        .await?;
+    if table.is_none() {
+        return Ok(false);
+    }
+    Ok(slot_backlog::state(pool, slot)
+        .await?
+        .is_some_and(|state| state.being_created()))
+}
+
+/// What the slot's publication publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PublicationState {
+    /// There is no publication of the slot's name.
+    Missing,
+    /// It publishes inserts of `outbox_events`.
+    Streams,
+    /// It exists but no longer lists `outbox_events` or no longer
+    /// publishes inserts: it was altered.
+    Altered {
+        /// Whether it still lists `outbox_events`.
+        lists_table: bool,
+    },
+}
+
+/// What `slot`'s publication publishes now.
+pub(super) async fn publication_state(
+    pool: &PgPool,
+    slot: &SlotName,
+) -> Result<PublicationState, Error> {
+    let Some(row) = sqlx::query(PUBLICATION_STATE)
+        .bind(slot.publication())
+        .fetch_optional(pool)
+        .await?
+    else {
+        return Ok(PublicationState::Missing);
+    };
+    let inserts: bool = row.try_get("publishes_inserts")?;
+    let table: bool = row.try_get("lists_table")?;
+    Ok(if inserts && table {
+        PublicationState::Streams
+    } else {
+        PublicationState::Altered { lists_table: table }
+    })
+}
+
+/// Refuse a publication dropped or altered under an existing slot: the
+/// slot skips (or, dropped, cannot decode) what commits meanwhile.
+///
+/// # Errors
+/// [`Error::Logical`], one line naming the recovery.
+pub(super) async fn check_publication(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
+    match publication_state(pool, slot).await? {
+        PublicationState::Streams => Ok(()),
+        PublicationState::Missing => Err(Error::Logical(format!(
+            "publication `{}` of replication slot `{slot}` is missing: it was dropped, and the slot              cannot decode the events committed since; run `outbox-relay recover-slot --slot              {slot} --since <a time before it was dropped>` to re-create both and publish those              events from the table",
+            slot.publication()
+        ))),
+        PublicationState::Altered { .. } => Err(Error::Logical(format!(
+            "publication `{}` no longer publishes the inserts into outbox_events (it was altered),              so the slot skips the events committed since; run `outbox-relay recover-slot --slot              {slot} --since <a time before it was altered>` to repair it and publish those events              from the table",
+            slot.publication()
+        ))),
+    }
+}
+
 /// The one-line error for a slot missing while its publication exists: it
 /// was dropped after both were created (the publication is created first),
 /// and the events committed since are in no slot. A new slot would start at
 /// the end of the WAL and skip them for good.
-fn dropped_slot_error(slot: &SlotName) -> Error {
+pub(super) fn dropped_slot_error(slot: &SlotName) -> Error {
     Error::Logical(format!(
         "replication slot `{slot}` is missing while its publication `{}` exists: the slot was \
          dropped, and the events committed since are in no slot; run `outbox-relay recover-slot \
@@ -212,68 +300,121 @@ pub enum DroppedSlot {
     /// committed since are in no slot. A new slot would start at the end of
     /// the WAL and skip them for good.
     Refuse,
-    /// Create it (`recover-slot`, which hands those events to the table
-    /// path).
-    Recreate,
+    /// Create it, repair the publication, and make the events created at
+    /// or after `since` the slot's backlog (`recover-slot`).
+    Recreate {
+        /// The start of the window handed to the table path.
+        since: DateTime<Utc>,
+    },
 }
 
 /// Create the publication and the slot when they are missing, the
-/// publication first (pgoutput looks it up as of each change it decodes).
-/// Safe to run from several relays at once.
+/// publication first (pgoutput looks it up as of each change it decodes),
+/// and fix the backlog of a slot it creates (see `slot_backlog.rs`): the
+/// events committed before the slot existed, which the stream's holder
+/// hands to the table path before it streams. Under
+/// [`DroppedSlot::Recreate`], the publication is repaired and the backlog
+/// (from `since`) is fixed whether or not the slot is created. Safe to run
+/// from several processes at once: they take turns under a lock.
+///
+/// Returns the bound of the backlog it fixed, if it fixed one.
 ///
 /// # Errors
 /// [`Error::Logical`] for a slot missing while its publication exists,
 /// under [`DroppedSlot::Refuse`]; [`Error::Database`] when a statement
-/// fails for another reason than a concurrent creation.
+/// fails.
 pub async fn ensure_slot_and_publication(
     pool: &PgPool,
     slot: &SlotName,
     dropped: DroppedSlot,
-) -> Result<(), Error> {
-    let publications: i64 = sqlx::query_scalar(PUBLICATION_EXISTS)
-        .bind(slot.publication())
-        .fetch_one(pool)
-        .await?;
+) -> Result<Option<BacklogBound>, Error> {
+    let lock = SlotCreationLock::acquire(pool, slot).await?;
+    let ensured = ensure_under_lock(pool, slot, dropped).await;
+    lock.release().await;
+    ensured
+}
+
+async fn ensure_under_lock(
+    pool: &PgPool,
+    slot: &SlotName,
+    dropped: DroppedSlot,
+) -> Result<Option<BacklogBound>, Error> {
+    let publication = publication_state(pool, slot).await?;
     let slot_exists = sqlx::query(SLOT_PLUGIN)
         .bind(slot.as_str())
         .fetch_optional(pool)
         .await?
         .is_some();
-    if publications > 0 && !slot_exists && dropped == DroppedSlot::Refuse {
-        return Err(dropped_slot_error(slot));
-    }
-    if publications == 0 {
-        let created = sqlx::query(AssertSqlSafe(create_publication_statement(
-            slot.publication(),
-        )))
-        .execute(pool)
-        .await;
-        match created {
-            Ok(_) => tracing::info!(publication = slot.publication(), "publication created"),
-            Err(error) if is_concurrent_creation(&error) => {}
-            Err(error) => return Err(error.into()),
+    let being_created = slot_backlog::state(pool, slot)
+        .await?
+        .is_some_and(|state| state.being_created());
+    let since = match dropped {
+        DroppedSlot::Refuse => {
+            if slot_exists {
+                // Bound already, or left unbound by a process killed once
+                // the slot existed: bind it now.
+                return if being_created {
+                    slot_backlog::bind(pool, slot).await
+                } else {
+                    Ok(None)
+                };
+            }
+            if publication != PublicationState::Missing && !being_created {
+                return Err(dropped_slot_error(slot));
+            }
+            None
         }
+        DroppedSlot::Recreate { since } => Some(since),
+    };
+    slot_backlog::begin(pool, slot, since).await?;
+    match publication {
+        PublicationState::Missing => {
+            sqlx::query(AssertSqlSafe(create_publication_statement(
+                slot.publication(),
+            )))
+            .execute(pool)
+            .await?;
+            tracing::info!(publication = slot.publication(), "publication created");
+        }
+        PublicationState::Altered { lists_table } => {
+            repair_publication(pool, slot, lists_table).await?;
+        }
+        PublicationState::Streams => {}
     }
     if !slot_exists {
-        let created: Result<String, sqlx::Error> = sqlx::query_scalar(CREATE_SLOT)
+        // Retention's checkpoints describe a slot that is gone: against
+        // the new one each would count as confirmed.
+        sqlx::query(FORGET_ALL_CHECKPOINTS).execute(pool).await?;
+        let lsn: String = sqlx::query_scalar(CREATE_SLOT)
             .bind(slot.as_str())
             .fetch_one(pool)
-            .await;
-        match created {
-            Ok(lsn) => tracing::info!(slot = %slot, lsn, "replication slot created"),
-            Err(error) if is_concurrent_creation(&error) => {}
-            Err(error) => return Err(error.into()),
-        }
+            .await?;
+        tracing::info!(slot = %slot, lsn, "replication slot created");
     }
-    Ok(())
+    slot_backlog::bind(pool, slot).await
 }
 
-/// A unique violation or duplicate object: another relay created it first.
-fn is_concurrent_creation(error: &sqlx::Error) -> bool {
-    error
-        .as_database_error()
-        .and_then(|database| database.code())
-        .is_some_and(|code| code == "23505" || code == "42710")
+/// Make an altered publication publish the inserts into `outbox_events`
+/// again.
+async fn repair_publication(
+    pool: &PgPool,
+    slot: &SlotName,
+    lists_table: bool,
+) -> Result<(), Error> {
+    let publication = slot.publication();
+    if !lists_table {
+        sqlx::query(AssertSqlSafe(add_table_statement(publication)))
+            .execute(pool)
+            .await?;
+    }
+    sqlx::query(AssertSqlSafe(publish_inserts_statement(publication)))
+        .execute(pool)
+        .await?;
+    tracing::info!(
+        publication,
+        "publication repaired: it publishes the inserts into outbox_events again"
+    );
+    Ok(())
 }
 
 /// Where the slot stands, for `status` and `/metrics`.

@@ -5,7 +5,9 @@
 //! holding the stream's lease, a dedicated row of the lease table with its
 //! fencing token. Acquiring it starts the stream; losing or releasing it
 //! stops the stream before anything else, so that the next holder can open
-//! the slot (PostgreSQL allows one streaming connection per slot).
+//! the slot (PostgreSQL allows one streaming connection per slot). Before
+//! the stream opens, the holder hands the slot's backlog to the table path
+//! (`catch_up.rs`).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -16,6 +18,7 @@ use sqlx::PgPool;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::catch_up::hand_over_backlog;
 use super::parked::ParkedAggregates;
 use super::pgoutput::STREAM_PARTITION;
 use super::received::Received;
@@ -54,7 +57,7 @@ pub struct LogicalSource {
     /// Ids handed out from the table path, not yet settled.
     from_table: Mutex<HashSet<i64>>,
     /// The aggregates whose events come from the table path.
-    parked: ParkedAggregates,
+    parked: Arc<ParkedAggregates>,
 }
 
 impl LogicalSource {
@@ -78,7 +81,7 @@ impl LogicalSource {
             writer: Mutex::new(None),
             gave_up_at: Mutex::new(None),
             from_table: Mutex::new(HashSet::new()),
-            parked: ParkedAggregates::default(),
+            parked: Arc::new(ParkedAggregates::default()),
         })
     }
 
@@ -143,12 +146,13 @@ impl LogicalSource {
         }
         let stop = CancellationToken::new();
         self.received.clear_stream_failure();
-        let task = tokio::spawn(stream_while_leased(
+        let task = tokio::spawn(hand_over_then_stream(
             self.pool().clone(),
             self.target.clone(),
             self.slot.clone(),
             Arc::clone(&self.received),
-            lease_token,
+            Arc::clone(&self.parked),
+            (relay_id.to_owned(), lease_token),
             stop.clone(),
         ));
         self.set_writer(Some((relay_id.to_owned(), lease_token)));
@@ -282,6 +286,28 @@ impl LogicalSource {
             }
         }
         Ok(to_publish)
+    }
+}
+
+/// The task of one lease acquisition: the slot's backlog handed to the
+/// table path first (its events are published from there as soon as each
+/// batch is handed over), then the stream.
+async fn hand_over_then_stream(
+    pool: PgPool,
+    target: StreamTarget,
+    slot: SlotName,
+    received: Arc<Received>,
+    parked: Arc<ParkedAggregates>,
+    (relay_id, lease_token): (String, i64),
+    stop: CancellationToken,
+) {
+    let may_stream = hand_over_backlog(&pool, &slot, &relay_id, lease_token, &stop, || {
+        parked.changed();
+        received.wake();
+    })
+    .await;
+    if may_stream {
+        stream_while_leased(pool, target, slot, received, lease_token, stop).await;
     }
 }
 

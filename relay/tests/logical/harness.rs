@@ -58,6 +58,39 @@ impl LogicalDatabase {
         }
     }
 
+    /// A fresh database, migrated, with no slot nor publication yet: the
+    /// first relay (or `migrate --source logical`) creates them. The slot's
+    /// name is reserved, and its guard drops whatever slot gets that name.
+    pub async fn without_slot() -> Self {
+        let db = outbox_testkit::postgres().await;
+        let slot_name = unique_slot_name("outbox_test");
+        let slot_guard = ReplicationSlotGuard::new(db.url(), &slot_name);
+        let store = Arc::new(PostgresStore::connect(db.url()).await.expect("connect"));
+        store.migrate().await.expect("migrate");
+        LogicalDatabase {
+            _slot_guard: slot_guard,
+            db,
+            store,
+            slot: SlotName::parse(&slot_name).expect("slot name"),
+        }
+    }
+
+    /// `outbox-relay <args>` on this database, with `--slot` of its slot
+    /// after them; exit status, stdout and stderr.
+    pub fn command(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
+            .args(args)
+            .args([
+                "--database-url",
+                self.db.url(),
+                "--slot",
+                self.slot.as_str(),
+            ])
+            .env_remove("OUTBOX_SOURCE")
+            .output()
+            .expect("run outbox-relay")
+    }
+
     /// A source on this database's slot.
     pub fn source(&self) -> Arc<LogicalSource> {
         Arc::new(

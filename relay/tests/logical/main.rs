@@ -7,6 +7,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod backlog;
 mod cli;
 mod crash;
 mod failures;

@@ -147,3 +147,86 @@ async fn recover_slot_keeps_a_healthy_slot_and_can_run_again() {
         .await;
     assert_eq!(lease_free, 1, "the stream's lease is released");
 }
+
+/// A publication altered under its slot (the table taken out of it): the
+/// slot skips what commits meanwhile, so the streaming relay stops with one
+/// line naming `recover-slot`, and `run` refuses the same way; the recovery
+/// repairs the publication and the skipped events reach the broker, each
+/// aggregate in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_altered_publication_stops_the_relay_and_recover_slot_publishes_what_it_skipped() {
+    let database = LogicalDatabase::new().await;
+    let topic = unique_name("logical_altered_publication");
+    let collected = kafka::topic_consumer(&topic, 3).await;
+    let broker = format!("kafka://{}", kafka::brokers());
+    let pool = database.db.pool();
+
+    let mut relay = database.spawn_relay(&broker);
+    let before = enqueue_events(pool, &topic, 20, 4, 5).await;
+    assert!(
+        wait_until(DELIVERY_WAIT, || async {
+            collected.distinct_ids().len() >= before.len()
+        })
+        .await,
+        "the relay streams before the change:\n{}",
+        relay.log()
+    );
+    let since = database.database_now().await;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "ALTER PUBLICATION \"{}\" DROP TABLE outbox_events",
+        database.slot.publication()
+    )))
+    .execute(pool)
+    .await
+    .expect("alter the publication");
+    let skipped = enqueue_events(pool, &topic, 30, 4, 5).await;
+    let status = relay.wait_exit(WAIT);
+    assert!(
+        status.is_some_and(|status| !status.success()),
+        "the relay stops on an altered publication: {status:?}\n{}",
+        relay.log()
+    );
+    assert!(
+        relay
+            .log()
+            .contains("no longer publishes the inserts into outbox_events"),
+        "{}",
+        relay.log()
+    );
+    let refused = database.command(&["migrate", "--source", "logical"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    let last_line = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last_line.contains("no longer publishes the inserts into outbox_events")
+            && last_line.contains("outbox-relay recover-slot --slot"),
+        "{stderr}"
+    );
+
+    let recovered = database.recover_slot(&since);
+    assert!(
+        recovered.status.success(),
+        "recover-slot failed: {}",
+        String::from_utf8_lossy(&recovered.stderr)
+    );
+    let after = enqueue_events(pool, &topic, 20, 4, 5).await;
+    let mut relay = database.spawn_relay(&broker);
+    let enqueued: Vec<uuid::Uuid> = before
+        .iter()
+        .chain(&skipped)
+        .chain(&after)
+        .copied()
+        .collect();
+    assert!(
+        wait_until(DELIVERY_WAIT, || async {
+            collected.distinct_ids().len() >= enqueued.len()
+        })
+        .await,
+        "{} of {} events arrived after the recovery:\n{}",
+        collected.distinct_ids().len(),
+        enqueued.len(),
+        relay.log()
+    );
+    check_delivery(&enqueued, &collected.snapshot());
+    stop(&mut relay);
+}

@@ -26,6 +26,10 @@ pub(super) fn print_status(
                 "stream_owned".to_owned(),
                 serde_json::to_value(logical.map(|counts| counts.stream_owned))?,
             );
+            fields.insert(
+                "slot_backlogs".to_owned(),
+                serde_json::to_value(logical.map(|counts| &counts.backlogs))?,
+            );
             if let (Some(counts), Some(serde_json::Value::Array(topics))) =
                 (logical, fields.get_mut("topics"))
             {
@@ -64,6 +68,18 @@ pub(super) fn print_status(
              until retention)",
             counts.stream_owned
         );
+        for backlog in &counts.backlogs {
+            println!(
+                "slot backlog:       {} of slot {} (committed before the slot existed; {} not \
+                 handed to the table path yet), oldest {}",
+                backlog.remaining,
+                backlog.slot,
+                backlog.not_handed_over,
+                backlog
+                    .oldest_at
+                    .map_or_else(|| "-".to_owned(), |at| at.to_rfc3339())
+            );
+        }
     }
     println!("oldest pending:     {oldest}");
     println!(

@@ -4,7 +4,8 @@
 -- retention and that the slot has confirmed: every event of such a
 -- transaction was settled, and the failed or held ones carry an attempt or
 -- a note, so only published ones match. age() compares transaction ids
--- across wraparound; a row too old to compare is kept.
+-- across wraparound; a row too old to compare is kept. A slot's backlog
+-- not yet handed to the table path was never streamed: it is kept.
 WITH usable AS (
     SELECT snapshot_xmin::xid AS snapshot_xmin, max_id
     FROM outbox_stream_checkpoints
@@ -22,6 +23,11 @@ WHERE id IN (
       AND e.last_error IS NULL
       AND e.id <= u.max_id
       AND age(e.xmin) > age(u.snapshot_xmin)
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox_slot_backlogs AS b
+          WHERE b.finished_at IS NULL
+            AND e.id > b.handed_after_id
+            AND (b.bound_at IS NULL OR e.id <= b.bound_id))
     ORDER BY e.id
     LIMIT $3
 )

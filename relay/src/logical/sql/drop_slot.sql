@@ -1,3 +1,4 @@
--- $1 slot name. Drops a slot the server invalidated (`recover-slot`); fails
--- while a connection still streams from it.
+-- $1 slot name. Drops a slot that cannot stream on (`recover-slot`: the
+-- server invalidated it, or its publication was dropped); fails while a
+-- connection still streams from it.
 SELECT pg_drop_replication_slot($1)

@@ -2,6 +2,8 @@
 -- leave out (published, not yet marked). Due events the table path owns,
 -- in id order, skipping any behind an earlier event of its aggregate that
 -- waits for a retry (or is dead, under hold) - as the polling fetch does.
+-- Only failed events (an attempt made) wait or are dead: the probe reads
+-- outbox_events_table_blockers_idx, never the held ones.
 SELECT e.id, e.event_id::text AS event_id, e.event_type, e.event_version, e.source, e.aggregate_type, e.aggregate_id,
        e.topic, e.payload::text AS payload, e.headers::text AS headers, e.created_at, e.attempts,
        0 AS partition_no
@@ -17,7 +19,7 @@ WHERE e.state <> 'published'
         AND earlier.aggregate_id = e.aggregate_id
         AND earlier.id < e.id
         AND earlier.state <> 'published'
-        AND (earlier.attempts > 0 OR earlier.last_error IS NOT NULL)
+        AND earlier.attempts > 0
         AND ((earlier.state = 'dead' AND $1) OR (earlier.state = 'pending' AND earlier.next_attempt_at > now()))
   )
 ORDER BY e.id

@@ -8,8 +8,9 @@
 -- published and confirmed: marked published as polling marks them, a batch
 -- in id order at a time, fenced by the stream's lease. A row's xmin is the
 -- (sub)transaction that inserted it; one below the oldest running
--- transaction finished, and a visible one committed. Everything else stays
--- pending.
+-- transaction finished, and a visible one committed. A slot's backlog not
+-- yet handed to the table path was never streamed, nor is it marked.
+-- Everything else stays pending.
 , batch AS (
     SELECT e.id
     FROM outbox_events AS e
@@ -21,6 +22,11 @@
       AND e.id <= $6
       AND age(e.xmin) > age($7::xid8::xid)
       AND NOT (e.id = ANY ($3::bigint[]))
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox_slot_backlogs AS b
+          WHERE b.finished_at IS NULL
+            AND e.id > b.handed_after_id
+            AND (b.bound_at IS NULL OR e.id <= b.bound_id))
     ORDER BY e.id
     LIMIT $5
 ), marked AS (

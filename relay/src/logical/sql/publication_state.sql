@@ -1,0 +1,11 @@
+-- $1 publication name: whether it publishes inserts, and whether it lists
+-- `outbox_events` of the current schema. No row when it does not exist.
+SELECT p.pubinsert AS publishes_inserts,
+       EXISTS (
+           SELECT 1 FROM pg_publication_tables AS t
+           WHERE t.pubname = p.pubname
+             AND t.schemaname = current_schema()
+             AND t.tablename = 'outbox_events'
+       ) AS lists_table
+FROM pg_publication AS p
+WHERE p.pubname = $1

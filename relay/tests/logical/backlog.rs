@@ -1,0 +1,297 @@
+//! A slot's backlog: the events committed before the slot existed are
+//! published (each aggregate's before its streamed events), however the
+//! slot comes to exist, with the writers started first as in production,
+//! and through SIGKILLs, a frozen relay and three relays racing to create
+//! the slot. Every slot is dropped by the database's guard.
+
+use std::time::{Duration, SystemTime};
+
+use outbox_testkit::{Collected, kafka, rabbitmq, unique_name};
+use tokio_util::sync::CancellationToken;
+
+use crate::harness::{DELIVERY_WAIT, LogicalDatabase, WAIT, stop};
+use crate::support::http::{endpoint_address, get};
+use crate::support::process::{RelayProcess, wait_until};
+use crate::support::service_control::freeze;
+use crate::support::workload::{
+    WriterPlan, check_delivery, events_without_failures, join_writers, spawn_writers,
+};
+
+/// The writers' aggregates: writer `w` writes `w{w}-0` to `w{w}-9`.
+const AGGREGATES_PER_WRITER: u64 = 10;
+
+/// Insert `count` events by plain SQL in one statement (no `ANALYZE`),
+/// spread over the aggregates of writer 0, in transactions of
+/// `per_transaction`; returns their event ids in id order.
+async fn plain_sql_backlog(
+    pool: &sqlx::PgPool,
+    topic: &str,
+    count: i64,
+    per_transaction: i64,
+) -> Vec<uuid::Uuid> {
+    let mut first = 0;
+    while first < count {
+        let last = (first + per_transaction).min(count);
+        sqlx::query(
+            "INSERT INTO outbox_events (event_id, event_type, source, aggregate_type, aggregate_id, topic, payload) \
+             SELECT gen_random_uuid(), 'shipment.moved', '/shipments', 'shipment', \
+                    'w0-' || (n % $4), $1, jsonb_build_object('backlog', n) \
+             FROM generate_series($2::bigint, $3::bigint - 1) AS n ORDER BY n",
+        )
+        .bind(topic)
+        .bind(first)
+        .bind(last)
+        .bind(AGGREGATES_PER_WRITER as i64)
+        .execute(pool)
+        .await
+        .expect("insert the backlog");
+        first = last;
+    }
+    let ids: Vec<uuid::Uuid> =
+        sqlx::query_scalar("SELECT event_id FROM outbox_events WHERE topic = $1 ORDER BY id")
+            .bind(topic)
+            .fetch_all(pool)
+            .await
+            .expect("backlog ids");
+    assert_eq!(ids.len() as i64, count);
+    ids
+}
+
+/// A pseudo-random delay between `low` and `high` milliseconds.
+fn random_millis(low: u64, high: u64) -> Duration {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|elapsed| elapsed.subsec_nanos())
+        .unwrap_or(0);
+    Duration::from_millis(low + u64::from(nanos) % (high - low))
+}
+
+fn writer_plan(at_least: u64) -> WriterPlan {
+    WriterPlan {
+        writer: 0,
+        aggregates: AGGREGATES_PER_WRITER,
+        at_least,
+        pause: Duration::from_millis(20),
+    }
+}
+
+/// Wait until every one of `enqueued` arrived, then check each aggregate's
+/// order; returns the duplicates.
+async fn all_arrive(
+    enqueued: &[uuid::Uuid],
+    collected: &Collected,
+    relay: &RelayProcess,
+    limit: Duration,
+) -> usize {
+    let arrived = wait_until(limit, || async {
+        collected.distinct_ids().len() >= enqueued.len()
+    })
+    .await;
+    assert!(
+        arrived,
+        "{} of {} events arrived:\n{}",
+        collected.distinct_ids().len(),
+        enqueued.len(),
+        relay.log()
+    );
+    check_delivery(enqueued, &collected.snapshot())
+}
+
+/// A writer commits before the first relay starts; the relay creates the
+/// slot and is SIGKILLed again and again while the writer goes on:
+/// nothing committed before the slot existed, or between the kills, is
+/// lost, and each aggregate keeps its order.
+async fn writer_before_relay_through_kills(broker: &str, collected: Collected, target: &str) {
+    let database = LogicalDatabase::without_slot().await;
+    let pool = database.db.pool();
+    let stop_writing = CancellationToken::new();
+    let writers = spawn_writers(pool, target, 2, writer_plan(300), &stop_writing);
+    assert!(
+        wait_until(WAIT, || async {
+            database
+                .db
+                .count("SELECT COUNT(*) FROM outbox_events")
+                .await
+                > 100
+        })
+        .await,
+        "the writers commit"
+    );
+    for _ in 0..4 {
+        let relay = database.spawn_relay(broker);
+        let before = collected.distinct_ids().len();
+        let progressed = wait_until(DELIVERY_WAIT, || async {
+            collected.distinct_ids().len() > before
+        })
+        .await;
+        assert!(progressed, "the relay never published:\n{}", relay.log());
+        tokio::time::sleep(random_millis(100, 1_200)).await;
+        relay.kill9();
+    }
+    stop_writing.cancel();
+    let enqueued = events_without_failures(join_writers(writers).await);
+    let mut relay = database.spawn_relay(broker);
+    let duplicates = all_arrive(&enqueued, &collected, &relay, DELIVERY_WAIT).await;
+    eprintln!("{} events, {duplicates} published twice", enqueued.len());
+    stop(&mut relay);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relay_started_after_the_writers_loses_nothing_through_kills_on_rabbitmq() {
+    let exchange = unique_name("logical_backlog_kills");
+    let collected = rabbitmq::exchange_consumer(&exchange).await;
+    writer_before_relay_through_kills(&rabbitmq::amqp_url(), collected, &exchange).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relay_started_after_the_writers_loses_nothing_through_kills_on_kafka() {
+    let topic = unique_name("logical_backlog_kills");
+    let collected = kafka::topic_consumer(&topic, 3).await;
+    let broker = format!("kafka://{}", kafka::brokers());
+    writer_before_relay_through_kills(&broker, collected, &topic).await;
+}
+
+/// A backlog written by plain SQL, a writer on the same aggregates, then
+/// three relays started at once, racing to create the slot; one is frozen
+/// past its lease while it may hold the stream, and one is SIGKILLed.
+/// Every event arrives, each aggregate's backlog before its streamed
+/// events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_relays_racing_to_create_the_slot_publish_the_whole_backlog() {
+    let database = LogicalDatabase::without_slot().await;
+    let pool = database.db.pool();
+    let exchange = unique_name("logical_backlog_race");
+    let collected = rabbitmq::exchange_consumer(&exchange).await;
+    let broker = rabbitmq::amqp_url();
+    let backlog = plain_sql_backlog(pool, &exchange, 3000, 10).await;
+    let stop_writing = CancellationToken::new();
+    let writers = spawn_writers(pool, &exchange, 1, writer_plan(200), &stop_writing);
+
+    let relays: Vec<RelayProcess> = (0..3).map(|_| database.spawn_relay(&broker)).collect();
+    assert!(
+        wait_until(DELIVERY_WAIT, || async {
+            collected.distinct_ids().len() > 100
+        })
+        .await,
+        "the relays publish:\n{}",
+        relays[0].log()
+    );
+    let slots = database
+        .db
+        .count(&format!(
+            "SELECT COUNT(*) FROM pg_replication_slots WHERE slot_name = '{}'",
+            database.slot.as_str()
+        ))
+        .await;
+    assert_eq!(slots, 1, "the racing relays made one slot");
+    let mut relays = relays.into_iter();
+    let frozen = relays.next().expect("relay");
+    let killed = relays.next().expect("relay");
+    let mut last = relays.next().expect("relay");
+    {
+        let _thawed_on_drop = freeze(frozen.pid());
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        killed.kill9();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    stop_writing.cancel();
+    let written = events_without_failures(join_writers(writers).await);
+    let enqueued: Vec<uuid::Uuid> = backlog.iter().chain(&written).copied().collect();
+    let duplicates = all_arrive(&enqueued, &collected, &last, DELIVERY_WAIT).await;
+    eprintln!("{} events, {duplicates} published twice", enqueued.len());
+    frozen.kill9();
+    stop(&mut last);
+}
+
+/// `migrate --source logical` over a database that already holds pending
+/// events: they are the slot's backlog, counted by `status` as pending
+/// (not stream-owned), then published by the relay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_over_pending_events_counts_them_as_the_slots_backlog() {
+    let database = LogicalDatabase::without_slot().await;
+    let pool = database.db.pool();
+    let exchange = unique_name("logical_backlog_migrate");
+    let collected = rabbitmq::exchange_consumer(&exchange).await;
+    let backlog = plain_sql_backlog(pool, &exchange, 100, 10).await;
+
+    let migrated = database.command(&["migrate", "--source", "logical"]);
+    assert!(
+        migrated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
+    let status = database.status_json_with(&["--source", "logical"]);
+    assert_eq!(status["pending"], 100, "{status}");
+    assert_eq!(status["stream_owned"], 0, "{status}");
+    let slot_backlog = &status["slot_backlogs"][0];
+    assert_eq!(slot_backlog["slot"], database.slot.as_str(), "{status}");
+    assert_eq!(slot_backlog["remaining"], 100, "{status}");
+    assert_eq!(slot_backlog["not_handed_over"], 100, "{status}");
+    assert!(slot_backlog["oldest_at"].is_string(), "{status}");
+
+    let mut relay = database.spawn_relay(&rabbitmq::amqp_url());
+    all_arrive(&backlog, &collected, &relay, DELIVERY_WAIT).await;
+    assert!(
+        wait_until(WAIT, || async {
+            let status = database.status_json_with(&["--source", "logical"]);
+            status["pending"] == 0 && status["slot_backlogs"] == serde_json::json!([])
+        })
+        .await,
+        "the backlog is marked published once acknowledged: {}",
+        database.status_json_with(&["--source", "logical"])
+    );
+    stop(&mut relay);
+}
+
+/// 100,000 events written by plain SQL without `ANALYZE`, then the relay,
+/// SIGKILLed while it publishes the backlog, with a writer on the same
+/// aggregates meanwhile: every event arrives, each aggregate's backlog
+/// before the writer's events; `/readyz` and `status` show the backlog
+/// while it lasts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backlog_of_100000_events_is_published_before_the_writers_events() {
+    let database = LogicalDatabase::without_slot().await;
+    let pool = database.db.pool();
+    let exchange = unique_name("logical_backlog_large");
+    let collected = rabbitmq::exchange_consumer(&exchange).await;
+    let broker = rabbitmq::amqp_url();
+    let backlog = plain_sql_backlog(pool, &exchange, 100_000, 1_000).await;
+    let stop_writing = CancellationToken::new();
+    let writers = spawn_writers(pool, &exchange, 1, writer_plan(300), &stop_writing);
+
+    let relay = database.spawn_relay(&broker);
+    assert!(
+        wait_until(DELIVERY_WAIT, || async {
+            collected.distinct_ids().len() > 5_000
+        })
+        .await,
+        "the relay publishes the backlog:\n{}",
+        relay.log()
+    );
+    let status = database.status_json_with(&["--source", "logical"]);
+    let remaining = status["slot_backlogs"][0]["remaining"]
+        .as_i64()
+        .unwrap_or(0);
+    assert!(
+        remaining > 0,
+        "the backlog is still being published: {status}"
+    );
+    let address = endpoint_address(&relay).await;
+    let ready = get(&address, "/readyz").await;
+    assert!(
+        ready
+            .body
+            .starts_with("ready: publishing the backlog of slot"),
+        "{}",
+        ready.body
+    );
+    relay.kill9();
+
+    let mut relay = database.spawn_relay(&broker);
+    stop_writing.cancel();
+    let written = events_without_failures(join_writers(writers).await);
+    let enqueued: Vec<uuid::Uuid> = backlog.iter().chain(&written).copied().collect();
+    let duplicates = all_arrive(&enqueued, &collected, &relay, Duration::from_secs(600)).await;
+    eprintln!("{} events, {duplicates} published twice", enqueued.len());
+    stop(&mut relay);
+}
