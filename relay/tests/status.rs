@@ -247,8 +247,14 @@ async fn assert_status_matches<DB: TestBackend + Dialect>(db: &TestDatabase<DB>)
             "slots",
             "source",
             "stream_owned",
+            "slot_backlogs",
         ]),
         "{label}: the documented fields, no more"
+    );
+    assert_eq!(
+        json["slot_backlogs"],
+        Value::Null,
+        "{label}: no slot backlog when polling"
     );
     assert_eq!(json["source"], "poll", "{label}: counted as polling counts");
     assert_eq!(

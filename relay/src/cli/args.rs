@@ -107,17 +107,21 @@ pub enum Command {
     /// stream lease) and `slots` (PostgreSQL: the logical source's
     /// replication slots, each with `slot`, `confirmed_flush_lsn`,
     /// `confirmed_position`, `lag_bytes`, `retained_wal_bytes`, `active`
-    /// and `wal_status`; empty elsewhere), `source` (`poll` or `logical`)
-    /// and `stream_owned`.
+    /// and `wal_status`; empty elsewhere), `source` (`poll` or `logical`),
+    /// `stream_owned` and `slot_backlogs`.
     ///
     /// With `--source logical` a streamed event published without a write
     /// stays a pending row until retention deletes it, so pending, in
     /// flight and the oldest pending event count only the events the table
     /// path owns and has not published (failed and waiting for a retry,
-    /// held behind one, or handed over by `recover-slot`); `stream_owned`
-    /// (null when polling) counts the pending rows the stream publishes
-    /// without writing them: already published, or still ahead in the
-    /// slot (its `lag_bytes` tells how much WAL that is).
+    /// held behind one, or handed over by `recover-slot`), and the slots'
+    /// backlogs not yet handed to the table path; `stream_owned` (null
+    /// when polling) counts the pending rows the stream publishes without
+    /// writing them: already published, or still ahead in the slot (its
+    /// `lag_bytes` tells how much WAL that is). `slot_backlogs` (null when
+    /// polling) lists each slot's backlog still to publish, the events
+    /// committed before the slot existed: `slot`, `remaining`,
+    /// `not_handed_over` and `oldest_at`.
     Status {
         /// The database.
         #[command(flatten)]

@@ -10,7 +10,7 @@ use outbox_testkit::{Collected, kafka, rabbitmq, unique_name};
 use tokio_util::sync::CancellationToken;
 
 use crate::harness::{DELIVERY_WAIT, LogicalDatabase, WAIT, stop};
-use crate::support::http::{endpoint_address, get};
+use crate::support::http::{endpoint_address, get, sample};
 use crate::support::process::{RelayProcess, wait_until};
 use crate::support::service_control::freeze;
 use crate::support::workload::{
@@ -246,7 +246,7 @@ async fn migrate_over_pending_events_counts_them_as_the_slots_backlog() {
 /// 100,000 events written by plain SQL without `ANALYZE`, then the relay,
 /// SIGKILLed while it publishes the backlog, with a writer on the same
 /// aggregates meanwhile: every event arrives, each aggregate's backlog
-/// before the writer's events; `/readyz` and `status` show the backlog
+/// before the writer's events; `/readyz`, `/metrics` and `status` show the backlog
 /// while it lasts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_backlog_of_100000_events_is_published_before_the_writers_events() {
@@ -284,6 +284,13 @@ async fn a_backlog_of_100000_events_is_published_before_the_writers_events() {
             .starts_with("ready: publishing the backlog of slot"),
         "{}",
         ready.body
+    );
+    let metrics = get(&address, "/metrics").await;
+    assert!(
+        sample(&metrics.body, "outbox_relay_slot_backlog_events")
+            .is_some_and(|events| events > 0.0),
+        "{}",
+        metrics.body
     );
     relay.kill9();
 
