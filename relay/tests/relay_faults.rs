@@ -5,20 +5,11 @@
 mod support;
 
 use std::collections::HashSet;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use outbox_testkit::{Collected, TcpProxy, TestDatabase, kafka, rabbitmq, unique_name};
-use support::process::{FAST_CONFIG, RelayProcess, wait_until};
+use support::process::{FAST_CONFIG, RelayProcess, random_millis, wait_until};
 use support::workload::{check_delivery, enqueue_events};
-
-/// A pseudo-random delay between `low` and `high` milliseconds.
-fn random_millis(low: u64, high: u64) -> Duration {
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|elapsed| elapsed.subsec_nanos())
-        .unwrap_or(0);
-    Duration::from_millis(low + u64::from(nanos) % (high - low))
-}
 
 fn kafka_broker() -> String {
     format!("kafka://{}", kafka::brokers())

@@ -4,11 +4,11 @@
 
 mod support;
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use outbox_testkit::{Collected, TestBackend, TestDatabase, kafka, rabbitmq, unique_name};
 use support::http::endpoint_address;
-use support::process::{FAST_CONFIG, RelayProcess, wait_until};
+use support::process::{FAST_CONFIG, RelayProcess, random_millis, wait_until};
 use support::workload::{
     WriterPlan, check_delivery, events_without_failures, join_writers, spawn_writers,
 };
@@ -43,15 +43,6 @@ impl Broker {
             Broker::RabbitMq => rabbitmq::amqp_url(),
         }
     }
-}
-
-/// A pseudo-random delay between `low` and `high` milliseconds.
-fn random_millis(low: u64, high: u64) -> Duration {
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|elapsed| elapsed.subsec_nanos())
-        .unwrap_or(0);
-    Duration::from_millis(low + u64::from(nanos) % (high - low))
 }
 
 async fn writers_during_kills<DB: outbox::Backend + TestBackend>(

@@ -4,14 +4,14 @@
 //! and through SIGKILLs, a frozen relay and three relays racing to create
 //! the slot. Every slot is dropped by the database's guard.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use outbox_testkit::{Collected, kafka, rabbitmq, unique_name};
 use tokio_util::sync::CancellationToken;
 
 use crate::harness::{DELIVERY_WAIT, LogicalDatabase, WAIT, stop};
 use crate::support::http::{endpoint_address, get, sample};
-use crate::support::process::{RelayProcess, wait_until};
+use crate::support::process::{RelayProcess, random_millis, wait_until};
 use crate::support::service_control::freeze;
 use crate::support::workload::{
     WriterPlan, check_delivery, events_without_failures, join_writers, spawn_writers,
@@ -55,15 +55,6 @@ async fn plain_sql_backlog(
             .expect("backlog ids");
     assert_eq!(ids.len() as i64, count);
     ids
-}
-
-/// A pseudo-random delay between `low` and `high` milliseconds.
-fn random_millis(low: u64, high: u64) -> Duration {
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|elapsed| elapsed.subsec_nanos())
-        .unwrap_or(0);
-    Duration::from_millis(low + u64::from(nanos) % (high - low))
 }
 
 fn writer_plan(at_least: u64) -> WriterPlan {

@@ -3,7 +3,8 @@
 //! published and never published again, while the ones it had not
 //! confirmed (one inserted after a savepoint among them) and one committed
 //! while the command ran are published by polling; the slot and its
-//! publication are gone.
+//! publication are gone. Run on the logical source again, the new slot
+//! publishes what was left pending as its backlog.
 
 use std::process::Output;
 
@@ -173,4 +174,57 @@ async fn leave_logical_marks_what_the_slot_confirmed_and_polling_publishes_the_r
         stderr.contains(&format!("there is no replication slot `{slot}`")),
         "{stderr}"
     );
+}
+
+/// `leave-logical`, then `run --source logical` again with no polling
+/// relay in between: the new slot's backlog is what `leave-logical` left
+/// pending, published from the table; the events the old slot confirmed
+/// are not published again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn logical_again_after_leave_logical_publishes_what_it_left_pending() {
+    let database = LogicalDatabase::new().await;
+    let exchange = unique_name("logical_leave_again");
+    let collected = rabbitmq::exchange_consumer(&exchange).await;
+    let broker = rabbitmq::amqp_url();
+    let pool = database.db.pool();
+
+    let mut relay = database.spawn_relay(&broker);
+    let streamed = enqueue_events(pool, &exchange, 20, 4, 5).await;
+    let written_up_to = database.current_wal_position().await;
+    assert!(
+        wait_until(DELIVERY_WAIT, || async {
+            collected.distinct_ids().len() >= streamed.len()
+                && database.confirmed_flush().await >= written_up_to
+        })
+        .await,
+        "the streamed events were delivered and confirmed:\n{}",
+        relay.log()
+    );
+    stop(&mut relay);
+    let left_pending = enqueue_events(pool, &exchange, 15, 3, 5).await;
+    let left = leave_logical(&database);
+    assert!(
+        left.status.success(),
+        "leave-logical failed: {}",
+        String::from_utf8_lossy(&left.stderr)
+    );
+
+    let mut relay = database.spawn_relay(&broker);
+    let enqueued: Vec<uuid::Uuid> = streamed.iter().chain(&left_pending).copied().collect();
+    assert!(
+        wait_until(DELIVERY_WAIT, || async {
+            collected.distinct_ids().len() >= enqueued.len()
+        })
+        .await,
+        "{} of {} events arrived on the logical source again:\n{}",
+        collected.distinct_ids().len(),
+        enqueued.len(),
+        relay.log()
+    );
+    let duplicates = check_delivery(&enqueued, &collected.snapshot());
+    assert_eq!(
+        duplicates, 0,
+        "the confirmed events are not published again"
+    );
+    stop(&mut relay);
 }

@@ -7,11 +7,31 @@
 //! hand-written SQL; and the recovery refuses to run while a relay streams.
 
 use outbox_relay::logical::{HANDED_OVER_NOTE, recover_slot};
-use outbox_testkit::{kafka, unique_name};
+use outbox_testkit::{Collected, kafka, unique_name};
 
 use crate::harness::{DELIVERY_WAIT, LogicalDatabase, WAIT, stop};
-use crate::support::process::wait_until;
+use crate::support::process::{RelayProcess, wait_until};
 use crate::support::workload::{check_delivery, enqueue_events};
+
+/// A relay streaming to `broker`, and the 20 events it published.
+async fn streaming_relay(
+    database: &LogicalDatabase,
+    broker: &str,
+    topic: &str,
+    collected: &Collected,
+) -> (RelayProcess, Vec<uuid::Uuid>) {
+    let relay = database.spawn_relay(broker);
+    let before = enqueue_events(database.db.pool(), topic, 20, 4, 5).await;
+    assert!(
+        wait_until(DELIVERY_WAIT, || async {
+            collected.distinct_ids().len() >= before.len()
+        })
+        .await,
+        "the relay streams:\n{}",
+        relay.log()
+    );
+    (relay, before)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn recover_slot_recreates_the_slot_and_every_event_reaches_the_broker() {
@@ -20,17 +40,7 @@ async fn recover_slot_recreates_the_slot_and_every_event_reaches_the_broker() {
     let collected = kafka::topic_consumer(&topic, 3).await;
     let broker = format!("kafka://{}", kafka::brokers());
     let pool = database.db.pool();
-
-    let mut relay = database.spawn_relay(&broker);
-    let before = enqueue_events(pool, &topic, 20, 4, 5).await;
-    assert!(
-        wait_until(DELIVERY_WAIT, || async {
-            collected.distinct_ids().len() >= before.len()
-        })
-        .await,
-        "the relay streams before the loss:\n{}",
-        relay.log()
-    );
+    let (mut relay, before) = streaming_relay(&database, &broker, &topic, &collected).await;
 
     // While a relay holds the stream's lease the recovery is refused,
     // naming the holder, and changes nothing.
@@ -160,17 +170,7 @@ async fn an_altered_publication_stops_the_relay_and_recover_slot_publishes_what_
     let collected = kafka::topic_consumer(&topic, 3).await;
     let broker = format!("kafka://{}", kafka::brokers());
     let pool = database.db.pool();
-
-    let mut relay = database.spawn_relay(&broker);
-    let before = enqueue_events(pool, &topic, 20, 4, 5).await;
-    assert!(
-        wait_until(DELIVERY_WAIT, || async {
-            collected.distinct_ids().len() >= before.len()
-        })
-        .await,
-        "the relay streams before the change:\n{}",
-        relay.log()
-    );
+    let (mut relay, before) = streaming_relay(&database, &broker, &topic, &collected).await;
     let since = database.database_now().await;
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "ALTER PUBLICATION \"{}\" DROP TABLE outbox_events",

@@ -232,3 +232,13 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A pseudo-random delay between `low` and `high` milliseconds: a SIGKILL
+/// or a pause that lands at a different moment on each run.
+pub fn random_millis(low: u64, high: u64) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map(|elapsed| elapsed.subsec_nanos())
+        .unwrap_or(0);
+    Duration::from_millis(low + u64::from(nanos) % (high - low))
+}
