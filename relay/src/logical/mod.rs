@@ -78,6 +78,7 @@ use crate::Error;
 const ENSURE_STREAM_LEASE: &str = include_str!("sql/ensure_stream_lease.sql");
 const CREATE_TABLE_OWNED_INDEX: &str = include_str!("sql/create_table_owned_index.sql");
 const CREATE_TABLE_BLOCKERS_INDEX: &str = include_str!("sql/create_table_blockers_index.sql");
+const INDEX_EXISTS: &str = include_str!("sql/index_exists.sql");
 const CREATE_CHECKPOINTS: &str = include_str!("sql/create_checkpoints.sql");
 const CREATE_SLOT_BACKLOGS: &str = include_str!("sql/create_slot_backlogs.sql");
 
@@ -102,10 +103,24 @@ pub async fn prepare(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
 /// checkpoints and the slots' backlogs.
 async fn prepare_tables(pool: &PgPool) -> Result<(), Error> {
     sqlx::query(ENSURE_STREAM_LEASE).execute(pool).await?;
-    sqlx::query(CREATE_TABLE_OWNED_INDEX).execute(pool).await?;
-    sqlx::query(CREATE_TABLE_BLOCKERS_INDEX)
-        .execute(pool)
-        .await?;
+    // CREATE INDEX locks the table against writers before it looks for the
+    // index, even with IF NOT EXISTS, and waits for every transaction
+    // writing to it: look first.
+    for (index, create) in [
+        ("outbox_events_table_owned_idx", CREATE_TABLE_OWNED_INDEX),
+        (
+            "outbox_events_table_blockers_idx",
+            CREATE_TABLE_BLOCKERS_INDEX,
+        ),
+    ] {
+        let exists: bool = sqlx::query_scalar(INDEX_EXISTS)
+            .bind(index)
+            .fetch_one(pool)
+            .await?;
+        if !exists {
+            sqlx::query(create).execute(pool).await?;
+        }
+    }
     sqlx::query(CREATE_CHECKPOINTS).execute(pool).await?;
     sqlx::query(CREATE_SLOT_BACKLOGS).execute(pool).await?;
     Ok(())

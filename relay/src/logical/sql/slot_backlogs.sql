@@ -4,17 +4,19 @@
 -- `handed`, the handed-over events the table path has not published; and
 -- the oldest of both. $1: the notes of handed-over events.
 WITH untaken AS (
-    SELECT b.slot_name, COUNT(e.id) AS events, MIN(e.created_at) AS oldest_at
+    SELECT b.slot_name, u.events, u.oldest_at
     FROM outbox_slot_backlogs AS b
-    LEFT JOIN outbox_events AS e
-      ON e.id > b.handed_after_id
-     AND (b.bound_at IS NULL OR e.id <= b.bound_id)
-     AND e.state = 'pending'
-     AND e.attempts = 0
-     AND e.last_error IS NULL
-     AND (b.since IS NULL OR e.created_at >= b.since)
+    CROSS JOIN LATERAL (
+        SELECT COUNT(*) AS events, MIN(e.created_at) AS oldest_at
+        FROM outbox_events AS e
+        WHERE e.id > b.handed_after_id
+          AND e.id <= CASE WHEN b.bound_at IS NULL THEN 9223372036854775807 ELSE b.bound_id END
+          AND e.state = 'pending'
+          AND e.attempts = 0
+          AND e.last_error IS NULL
+          AND (b.since IS NULL OR e.created_at >= b.since)
+    ) AS u
     WHERE b.finished_at IS NULL
-    GROUP BY b.slot_name
 ),
 handed AS (
     SELECT COUNT(*) AS events, MIN(created_at) AS oldest_at
