@@ -230,3 +230,70 @@ async fn an_altered_publication_stops_the_relay_and_recover_slot_publishes_what_
     check_delivery(&enqueued, &collected.snapshot());
     stop(&mut relay);
 }
+
+/// An operator drops the slot under a streaming relay (its connection
+/// ended first, as `pg_drop_replication_slot` requires): the relay stops
+/// with one line naming `recover-slot` instead of streaming from a new
+/// slot that would skip what committed meanwhile; `recover-slot` then
+/// publishes those events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slot_dropped_under_a_running_relay_stops_it_and_recover_slot_loses_nothing() {
+    let database = LogicalDatabase::new().await;
+    let topic = unique_name("logical_dropped_running");
+    let collected = kafka::topic_consumer(&topic, 3).await;
+    let broker = format!("kafka://{}", kafka::brokers());
+    let pool = database.db.pool();
+    let (mut relay, before) = streaming_relay(&database, &broker, &topic, &collected).await;
+
+    let since = database.database_now().await;
+    let dropped = wait_until(WAIT, || async {
+        sqlx::query(
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
+             WHERE slot_name = $1 AND active_pid IS NOT NULL",
+        )
+        .bind(database.slot.as_str())
+        .execute(pool)
+        .await
+        .expect("end the relay's walsender");
+        sqlx::query("SELECT pg_drop_replication_slot($1)")
+            .bind(database.slot.as_str())
+            .execute(pool)
+            .await
+            .is_ok()
+    })
+    .await;
+    assert!(dropped, "the slot could not be dropped");
+    let during = enqueue_events(pool, &topic, 30, 4, 5).await;
+    let status = relay.wait_exit(WAIT);
+    assert!(
+        status.is_some_and(|status| !status.success()),
+        "the relay stops once its slot is dropped: {status:?}\n{}",
+        relay.log()
+    );
+    assert!(
+        relay.log().contains("recover-slot"),
+        "the stop names the recovery:\n{}",
+        relay.log()
+    );
+
+    let recovered = database.recover_slot(&since);
+    assert!(
+        recovered.status.success(),
+        "recover-slot failed: {}",
+        String::from_utf8_lossy(&recovered.stderr)
+    );
+    let mut relay = database.spawn_relay(&broker);
+    let enqueued: Vec<uuid::Uuid> = before.iter().chain(&during).copied().collect();
+    assert!(
+        wait_until(DELIVERY_WAIT, || async {
+            collected.distinct_ids().len() >= enqueued.len()
+        })
+        .await,
+        "{} of {} events arrived after the recovery:\n{}",
+        collected.distinct_ids().len(),
+        enqueued.len(),
+        relay.log()
+    );
+    check_delivery(&enqueued, &collected.snapshot());
+    stop(&mut relay);
+}
