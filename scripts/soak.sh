@@ -4,12 +4,18 @@
 # (lost, order violations, duplicates, faults injected) and fails when an
 # event was lost or arrived out of order.
 #
-#   scripts/soak.sh [--minutes N] [--no-service-faults] [--seed S]
+#   scripts/soak.sh [--minutes N] [--source S] [--broker B]
+#                   [--no-service-faults] [--seed S]
 #
 #   --minutes N            how long the writers and faults run (default 10)
+#   --source S             polling (default) or logical: three relays on
+#                          one slot, which the first of them creates after
+#                          the writers started
+#   --broker B             rabbitmq (default) or kafka (tansu)
 #   --no-service-faults    only relay faults (SIGKILL, SIGSTOP/SIGCONT);
-#                          without it PostgreSQL is restarted and RabbitMQ
-#                          stopped now and then: nothing else may use the
+#                          without it PostgreSQL is restarted and the
+#                          broker taken down (RabbitMQ stopped, tansu
+#                          frozen) now and then: nothing else may use the
 #                          services meanwhile
 #   --seed S               replay the fault sequence of an earlier run
 #
@@ -20,6 +26,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 MINUTES=10
+SOURCE=polling
+BROKER=rabbitmq
 SERVICE_FAULTS=1
 SEED=""
 while [[ $# -gt 0 ]]; do
@@ -27,6 +35,18 @@ while [[ $# -gt 0 ]]; do
         --minutes)
             [[ $# -ge 2 ]] || { echo "soak.sh: --minutes needs a number" >&2; exit 2; }
             MINUTES=$2
+            shift 2
+            ;;
+        --source)
+            [[ $# -ge 2 && ($2 == polling || $2 == logical) ]] ||
+                { echo "soak.sh: --source needs polling or logical" >&2; exit 2; }
+            SOURCE=$2
+            shift 2
+            ;;
+        --broker)
+            [[ $# -ge 2 && ($2 == rabbitmq || $2 == kafka) ]] ||
+                { echo "soak.sh: --broker needs rabbitmq or kafka" >&2; exit 2; }
+            BROKER=$2
             shift 2
             ;;
         --no-service-faults)
@@ -45,7 +65,8 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 
-export OUTBOX_SOAK_MINUTES=$MINUTES OUTBOX_SOAK_SERVICE_FAULTS=$SERVICE_FAULTS
+export OUTBOX_SOAK_MINUTES=$MINUTES OUTBOX_SOAK_SOURCE=$SOURCE OUTBOX_SOAK_BROKER=$BROKER
+export OUTBOX_SOAK_SERVICE_FAULTS=$SERVICE_FAULTS
 if [[ -n $SEED ]]; then
     export OUTBOX_SOAK_SEED=$SEED
 fi

@@ -1,23 +1,31 @@
 //! A soak run: writers, three relays and a consumer for some minutes,
 //! with faults injected at random (SIGKILL, SIGSTOP then SIGCONT of a
-//! relay; with service faults, a PostgreSQL restart and RabbitMQ stopped
-//! for a while). At the end everything must arrive, in order per
-//! aggregate; one line reports what was lost, out of order, duplicated
-//! and which faults were injected.
+//! relay; with service faults, a PostgreSQL restart and the broker down
+//! for a while: RabbitMQ stopped, or tansu frozen). The writers start
+//! before the first relay, as in production. At the end everything must
+//! arrive, in order per aggregate; one line reports what was lost, out of
+//! order, duplicated and which faults were injected.
 //!
-//! Run it with `scripts/soak.sh [--minutes N] [--no-service-faults]`, which
-//! sets `OUTBOX_SOAK_MINUTES`, `OUTBOX_SOAK_SERVICE_FAULTS` and
-//! `OUTBOX_SOAK_SEED`. With service faults it restarts and stops the shared
-//! services: nothing else may run against them meanwhile.
+//! Run it with `scripts/soak.sh [--minutes N] [--source S] [--broker B]
+//! [--no-service-faults]`, which sets `OUTBOX_SOAK_MINUTES`,
+//! `OUTBOX_SOAK_SOURCE` (`polling` or `logical`: three relays on one
+//! slot), `OUTBOX_SOAK_BROKER` (`rabbitmq` or `kafka`),
+//! `OUTBOX_SOAK_SERVICE_FAULTS` and `OUTBOX_SOAK_SEED`. With service
+//! faults it restarts and stops the shared services: nothing else may run
+//! against them meanwhile.
 
 mod support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
-use outbox_testkit::{TestDatabase, rabbitmq, unique_name};
+use outbox_testkit::{
+    Collected, ReplicationSlotGuard, TestDatabase, kafka, rabbitmq, unique_name, unique_slot_name,
+};
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
-use support::service_control::{restart_postgres, start_rabbitmq, stop_rabbitmq};
+use support::service_control::{
+    freeze, restart_postgres, start_rabbitmq, stop_rabbitmq, tansu_pid,
+};
 use support::workload::{
     WriterPlan, committed_events, delivery_report, join_writers, spawn_writers,
 };
@@ -27,23 +35,75 @@ const RELAYS: usize = 3;
 const WRITERS: u64 = 3;
 const PUBLISHED: &str = "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'";
 
+/// Where the relays find events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    Polling,
+    /// Three relays on one slot, which the first of them creates: the
+    /// events the writers committed before it are the slot's backlog.
+    Logical,
+}
+
+/// Where the relays publish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Broker {
+    RabbitMq,
+    Kafka,
+}
+
+impl Source {
+    fn name(self) -> &'static str {
+        match self {
+            Source::Polling => "polling",
+            Source::Logical => "logical",
+        }
+    }
+}
+
+impl Broker {
+    fn name(self) -> &'static str {
+        match self {
+            Broker::RabbitMq => "rabbitmq",
+            Broker::Kafka => "kafka",
+        }
+    }
+}
+
+/// The partitions of the soak's Kafka topic.
+const KAFKA_PARTITIONS: i32 = 3;
+
 /// The run's settings, from the environment `scripts/soak.sh` sets.
 struct SoakSettings {
     duration: Duration,
+    source: Source,
+    broker: Broker,
     service_faults: bool,
     seed: u64,
 }
 
+/// The environment variable `name`, read by `parse`, or `default` when it
+/// is not set; panics naming the variable and its value when `parse`
+/// refuses it.
+fn setting<T>(name: &str, default: T, parse: impl Fn(&str) -> Option<T>) -> T {
+    match std::env::var(name) {
+        Ok(value) => parse(&value).unwrap_or_else(|| panic!("{name}={value} is not understood")),
+        Err(_) => default,
+    }
+}
+
 impl SoakSettings {
     fn from_env() -> SoakSettings {
-        let minutes: f64 = std::env::var("OUTBOX_SOAK_MINUTES")
-            .ok()
-            .map(|minutes| {
-                minutes
-                    .parse()
-                    .unwrap_or_else(|_| panic!("OUTBOX_SOAK_MINUTES={minutes} is not a number"))
-            })
-            .unwrap_or(10.0);
+        let minutes: f64 = setting("OUTBOX_SOAK_MINUTES", 10.0, |minutes| minutes.parse().ok());
+        let source = setting("OUTBOX_SOAK_SOURCE", Source::Polling, |source| {
+            [Source::Polling, Source::Logical]
+                .into_iter()
+                .find(|known| known.name() == source)
+        });
+        let broker = setting("OUTBOX_SOAK_BROKER", Broker::RabbitMq, |broker| {
+            [Broker::RabbitMq, Broker::Kafka]
+                .into_iter()
+                .find(|known| known.name() == broker)
+        });
         let service_faults = std::env::var("OUTBOX_SOAK_SERVICE_FAULTS").as_deref() != Ok("0");
         let seed = std::env::var("OUTBOX_SOAK_SEED")
             .ok()
@@ -56,6 +116,8 @@ impl SoakSettings {
             });
         SoakSettings {
             duration: Duration::from_secs_f64(minutes * 60.0),
+            source,
+            broker,
             service_faults,
             seed,
         }
@@ -98,18 +160,39 @@ impl Fault {
     }
 }
 
+/// How the relays are started: the database, the broker's URL and the
+/// source's arguments.
+struct RelayCommand {
+    database_url: String,
+    broker_url: String,
+    run_args: Vec<String>,
+}
+
+impl RelayCommand {
+    fn spawn(&self) -> RelayProcess {
+        let run_args: Vec<&str> = self.run_args.iter().map(String::as_str).collect();
+        RelayProcess::spawn_with_args(
+            &self.database_url,
+            &self.broker_url,
+            FAST_CONFIG,
+            &[],
+            &run_args,
+        )
+    }
+}
+
 /// The relays of the run, restarted when killed or found exited.
 struct Relays {
-    database_url: String,
+    command: RelayCommand,
     running: Vec<RelayProcess>,
     /// Relays that exited without being killed.
     exits: usize,
 }
 
 impl Relays {
-    fn start(database_url: &str) -> Relays {
+    fn start(command: RelayCommand) -> Relays {
         let mut relays = Relays {
-            database_url: database_url.to_owned(),
+            command,
             running: Vec::new(),
             exits: 0,
         };
@@ -118,7 +201,7 @@ impl Relays {
     }
 
     fn spawn(&self) -> RelayProcess {
-        RelayProcess::spawn(&self.database_url, &rabbitmq::amqp_url(), FAST_CONFIG)
+        self.command.spawn()
     }
 
     /// Start a relay in place of each one that exited, up to [`RELAYS`].
@@ -141,7 +224,7 @@ impl Relays {
 }
 
 /// Inject `fault`, waiting out its length.
-async fn inject(fault: Fault, relays: &mut Relays, random: &mut Random) {
+async fn inject(fault: Fault, broker: Broker, relays: &mut Relays, random: &mut Random) {
     let index = random.below(RELAYS as u64) as usize;
     match fault {
         Fault::KillRelay => relays.kill(index),
@@ -156,12 +239,17 @@ async fn inject(fault: Fault, relays: &mut Relays, random: &mut Random) {
                 .await
                 .expect("the restart runs");
         }
-        Fault::StopBroker => {
+        Fault::StopBroker if broker == Broker::RabbitMq => {
             let down = stop_rabbitmq();
             tokio::time::sleep(random.millis(2_000, 15_000)).await;
             tokio::task::spawn_blocking(move || start_rabbitmq(down))
                 .await
                 .expect("the broker start runs");
+        }
+        Fault::StopBroker => {
+            // tansu keeps its log in memory: frozen, not stopped.
+            let _thawed_on_drop = freeze(tansu_pid(&kafka::brokers()));
+            tokio::time::sleep(random.millis(2_000, 15_000)).await;
         }
     }
 }
@@ -185,9 +273,29 @@ async fn soak() {
         faults.extend([Fault::RestartPostgres, Fault::StopBroker]);
     }
     let db = outbox_testkit::postgres().await;
-    let exchange = unique_name("soak");
-    let collected = rabbitmq::exchange_consumer(&exchange).await;
+    let target = unique_name("soak");
+    let (collected, broker_url): (Collected, String) = match settings.broker {
+        Broker::RabbitMq => (
+            rabbitmq::exchange_consumer(&target).await,
+            rabbitmq::amqp_url(),
+        ),
+        Broker::Kafka => (
+            kafka::topic_consumer(&target, KAFKA_PARTITIONS).await,
+            format!("kafka://{}", kafka::brokers()),
+        ),
+    };
     outbox::migrate(db.pool()).await.expect("migrate");
+    let slot = unique_slot_name("outbox_soak");
+    let _slot_guard = ReplicationSlotGuard::new(db.url(), &slot);
+    let run_args = match settings.source {
+        Source::Polling => Vec::new(),
+        Source::Logical => vec![
+            "--source".to_owned(),
+            "logical".to_owned(),
+            "--slot".to_owned(),
+            slot,
+        ],
+    };
 
     let stop_writing = CancellationToken::new();
     let plan = WriterPlan {
@@ -196,14 +304,21 @@ async fn soak() {
         at_least: 0,
         pause: Duration::from_millis(10),
     };
-    let writers = spawn_writers(db.pool(), &exchange, WRITERS, plan, &stop_writing);
-    let mut relays = Relays::start(db.url());
+    let writers = spawn_writers(db.pool(), &target, WRITERS, plan, &stop_writing);
+    // The writers commit before the first relay starts (and, on the
+    // logical source, before the slot exists).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut relays = Relays::start(RelayCommand {
+        database_url: db.url().to_owned(),
+        broker_url,
+        run_args,
+    });
     let mut injected: BTreeMap<Fault, usize> = BTreeMap::new();
     let end = Instant::now() + settings.duration;
     while Instant::now() < end {
         tokio::time::sleep(random.millis(1_000, 5_000)).await;
         let fault = faults[random.below(faults.len() as u64) as usize];
-        inject(fault, &mut relays, &mut random).await;
+        inject(fault, settings.broker, &mut relays, &mut random).await;
         *injected.entry(fault).or_default() += 1;
         relays.replace_exited();
     }
@@ -211,9 +326,12 @@ async fn soak() {
     let enqueued = committed_events(join_writers(writers).await, &db).await;
 
     relays.replace_exited();
+    // Streamed events stay pending (stream-owned) until retention: on the
+    // logical source only the consumer's count says the run drained.
     let drained = wait_until(Duration::from_secs(300), || async {
         collected.distinct_ids().len() >= enqueued.len()
-            && published_while_restarting(&db).await == Some(enqueued.len() as i64)
+            && (settings.source == Source::Logical
+                || published_while_restarting(&db).await == Some(enqueued.len() as i64))
     })
     .await;
     let report = delivery_report(&enqueued, &collected.snapshot());
@@ -222,8 +340,10 @@ async fn soak() {
         .map(|(fault, count)| format!("{}={count}", fault.name()))
         .collect();
     println!(
-        "soak: seed={} events={} lost={} order_violations={} duplicates={} unknown={} \
-         relay_exits={} faults={} ({})",
+        "soak: source={} broker={} seed={} events={} lost={} order_violations={} \
+         duplicates={} unknown={} relay_exits={} faults={} ({})",
+        settings.source.name(),
+        settings.broker.name(),
         settings.seed,
         enqueued.len(),
         report.missing.len(),
