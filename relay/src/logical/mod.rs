@@ -81,6 +81,7 @@ const CREATE_TABLE_BLOCKERS_INDEX: &str = include_str!("sql/create_table_blocker
 const INDEX_EXISTS: &str = include_str!("sql/index_exists.sql");
 const CREATE_CHECKPOINTS: &str = include_str!("sql/create_checkpoints.sql");
 const CREATE_SLOT_BACKLOGS: &str = include_str!("sql/create_slot_backlogs.sql");
+const LOCK_TABLE_PREPARATION: &str = include_str!("sql/lock_table_preparation.sql");
 
 /// Check that the database can stream, then create what the logical source
 /// needs when it is missing: the publication, the slot (with its backlog:
@@ -100,9 +101,17 @@ pub async fn prepare(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
 
 /// What the logical source keeps in tables, created when missing: the
 /// stream's lease row, the index of the failure path, the retention
-/// checkpoints and the slots' backlogs.
+/// checkpoints and the slots' backlogs. One relay at a time prepares them,
+/// in one transaction: relays started together would otherwise race on
+/// the catalog.
 async fn prepare_tables(pool: &PgPool) -> Result<(), Error> {
-    sqlx::query(ENSURE_STREAM_LEASE).execute(pool).await?;
+    let mut transaction = pool.begin().await?;
+    sqlx::query(LOCK_TABLE_PREPARATION)
+        .execute(&mut *transaction)
+        .await?;
+    sqlx::query(ENSURE_STREAM_LEASE)
+        .execute(&mut *transaction)
+        .await?;
     // CREATE INDEX locks the table against writers before it looks for the
     // index, even with IF NOT EXISTS, and waits for every transaction
     // writing to it: look first.
@@ -115,13 +124,18 @@ async fn prepare_tables(pool: &PgPool) -> Result<(), Error> {
     ] {
         let exists: bool = sqlx::query_scalar(INDEX_EXISTS)
             .bind(index)
-            .fetch_one(pool)
+            .fetch_one(&mut *transaction)
             .await?;
         if !exists {
-            sqlx::query(create).execute(pool).await?;
+            sqlx::query(create).execute(&mut *transaction).await?;
         }
     }
-    sqlx::query(CREATE_CHECKPOINTS).execute(pool).await?;
-    sqlx::query(CREATE_SLOT_BACKLOGS).execute(pool).await?;
+    sqlx::query(CREATE_CHECKPOINTS)
+        .execute(&mut *transaction)
+        .await?;
+    sqlx::query(CREATE_SLOT_BACKLOGS)
+        .execute(&mut *transaction)
+        .await?;
+    transaction.commit().await?;
     Ok(())
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use outbox_testkit::{Collected, kafka, rabbitmq, unique_name};
 use tokio_util::sync::CancellationToken;
 
-use crate::harness::{DELIVERY_WAIT, LogicalDatabase, WAIT, stop};
+use crate::harness::{DELIVERY_WAIT, LogicalDatabase, WAIT, insert_event, stop};
 use crate::support::http::{endpoint_address, get, sample};
 use crate::support::process::{RelayProcess, random_millis, wait_until};
 use crate::support::service_control::freeze;
@@ -175,6 +175,14 @@ async fn three_relays_racing_to_create_the_slot_publish_the_whole_backlog() {
         ))
         .await;
     assert_eq!(slots, 1, "the racing relays made one slot");
+    let mut relays = relays;
+    for relay in &mut relays {
+        assert!(
+            relay.is_running(),
+            "every racing relay started:\n{}",
+            relay.log()
+        );
+    }
     let mut relays = relays.into_iter();
     let frozen = relays.next().expect("relay");
     let killed = relays.next().expect("relay");
@@ -192,6 +200,38 @@ async fn three_relays_racing_to_create_the_slot_publish_the_whole_backlog() {
     eprintln!("{} events, {duplicates} published twice", enqueued.len());
     frozen.kill9();
     stop(&mut last);
+}
+
+/// Three relays started while a writer's transaction is open: each waits
+/// to create the source's indexes (CREATE INDEX waits for the writer), and
+/// once the writer commits they must not race on the catalog. All three
+/// start, and the writer's event arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relays_started_during_an_open_write_all_start() {
+    let database = LogicalDatabase::without_slot().await;
+    let exchange = unique_name("logical_backlog_open_write");
+    let collected = rabbitmq::exchange_consumer(&exchange).await;
+    let broker = rabbitmq::amqp_url();
+    let mut open = database.db.pool().begin().await.expect("begin");
+    insert_event(&mut open, &exchange, "open-write", 0).await;
+
+    let mut relays: Vec<RelayProcess> = (0..3).map(|_| database.spawn_relay(&broker)).collect();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    open.commit().await.expect("commit the open write");
+    assert!(
+        wait_until(DELIVERY_WAIT, || async {
+            collected.distinct_ids().len() == 1
+        })
+        .await,
+        "the writer's event arrives:\n{}",
+        relays[0].log()
+    );
+    for relay in &mut relays {
+        assert!(relay.is_running(), "every relay started:\n{}", relay.log());
+    }
+    for relay in &mut relays {
+        stop(relay);
+    }
 }
 
 /// `migrate --source logical` over a database that already holds pending
