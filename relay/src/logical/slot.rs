@@ -32,9 +32,10 @@ fn create_publication_statement(publication: &str) -> String {
     )
 }
 
-/// `ALTER PUBLICATION ... ADD TABLE outbox_events` for a checked name.
-fn add_table_statement(publication: &str) -> String {
-    format!("ALTER PUBLICATION \"{publication}\" ADD TABLE outbox_events")
+/// `ALTER PUBLICATION ... SET TABLE outbox_events` for a checked name:
+/// the one table it publishes.
+fn set_table_statement(publication: &str) -> String {
+    format!("ALTER PUBLICATION \"{publication}\" SET TABLE outbox_events")
 }
 
 /// `ALTER PUBLICATION ... SET (publish = 'insert')` for a checked name.
@@ -141,12 +142,10 @@ pub(super) enum PublicationState {
     Missing,
     /// It publishes inserts of `outbox_events`.
     Streams,
-    /// It exists but no longer lists `outbox_events` or no longer
-    /// publishes inserts: it was altered.
-    Altered {
-        /// Whether it still lists `outbox_events`.
-        lists_table: bool,
-    },
+    /// It exists but no longer lists `outbox_events`, lists other tables
+    /// (`outbox_events` renamed, or a table added), or no longer publishes
+    /// inserts: it was altered.
+    Altered,
 }
 
 /// What `slot`'s publication publishes now.
@@ -163,10 +162,11 @@ pub(super) async fn publication_state(
     };
     let inserts: bool = row.try_get("publishes_inserts")?;
     let table: bool = row.try_get("lists_table")?;
-    Ok(if inserts && table {
+    let other_tables: bool = row.try_get("lists_other_tables")?;
+    Ok(if inserts && table && !other_tables {
         PublicationState::Streams
     } else {
-        PublicationState::Altered { lists_table: table }
+        PublicationState::Altered
     })
 }
 
@@ -179,11 +179,17 @@ pub(super) async fn check_publication(pool: &PgPool, slot: &SlotName) -> Result<
     match publication_state(pool, slot).await? {
         PublicationState::Streams => Ok(()),
         PublicationState::Missing => Err(Error::Logical(format!(
-            "publication `{}` of replication slot `{slot}` is missing: it was dropped, and the slot              cannot decode the events committed since; run `outbox-relay recover-slot --slot              {slot} --since <a time before it was dropped>` to re-create both and publish those              events from the table",
+            "publication `{}` of replication slot `{slot}` is missing: it was dropped, and the slot \
+            cannot decode the events committed since; run `outbox-relay recover-slot --slot \
+            {slot} --since <a time before it was dropped>` to re-create both and publish those \
+            events from the table",
             slot.publication()
         ))),
-        PublicationState::Altered { .. } => Err(Error::Logical(format!(
-            "publication `{}` no longer publishes the inserts into outbox_events (it was altered),              so the slot skips the events committed since; run `outbox-relay recover-slot --slot              {slot} --since <a time before it was altered>` to repair it and publish those events              from the table",
+        PublicationState::Altered => Err(Error::Logical(format!(
+            "publication `{}` no longer publishes the inserts into outbox_events, and only \
+            those (it was altered, or the table renamed), so the slot skips the events committed \
+            since; run `outbox-relay recover-slot --slot {slot} --since <a time before the \
+            change>` to repair it and publish those events from the table",
             slot.publication()
         ))),
     }
@@ -345,9 +351,7 @@ async fn ensure_under_lock(
         .fetch_optional(pool)
         .await?
         .is_some();
-    let being_created = slot_backlog::state(pool, slot)
-        .await?
-        .is_some_and(|state| state.being_created());
+    let being_created = slot_being_created(pool, slot).await?;
     let since = match dropped {
         DroppedSlot::Refuse => {
             if slot_exists {
@@ -376,9 +380,7 @@ async fn ensure_under_lock(
             .await?;
             tracing::info!(publication = slot.publication(), "publication created");
         }
-        PublicationState::Altered { lists_table } => {
-            repair_publication(pool, slot, lists_table).await?;
-        }
+        PublicationState::Altered => repair_publication(pool, slot).await?,
         PublicationState::Streams => {}
     }
     if !slot_exists {
@@ -395,18 +397,12 @@ async fn ensure_under_lock(
 }
 
 /// Make an altered publication publish the inserts into `outbox_events`
-/// again.
-async fn repair_publication(
-    pool: &PgPool,
-    slot: &SlotName,
-    lists_table: bool,
-) -> Result<(), Error> {
+/// again, and nothing else.
+async fn repair_publication(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
     let publication = slot.publication();
-    if !lists_table {
-        sqlx::query(AssertSqlSafe(add_table_statement(publication)))
-            .execute(pool)
-            .await?;
-    }
+    sqlx::query(AssertSqlSafe(set_table_statement(publication)))
+        .execute(pool)
+        .await?;
     sqlx::query(AssertSqlSafe(publish_inserts_statement(publication)))
         .execute(pool)
         .await?;

@@ -9,9 +9,9 @@
 use outbox_relay::logical::{HANDED_OVER_NOTE, recover_slot};
 use outbox_testkit::{Collected, kafka, unique_name};
 
-use crate::harness::{DELIVERY_WAIT, LogicalDatabase, WAIT, stop};
+use crate::harness::{DELIVERY_WAIT, LogicalDatabase, WAIT, all_arrive, stop};
 use crate::support::process::{RelayProcess, wait_until};
-use crate::support::workload::{check_delivery, enqueue_events};
+use crate::support::workload::enqueue_events;
 
 /// A relay streaming to `broker`, and the 20 events it published.
 async fn streaming_relay(
@@ -97,17 +97,7 @@ async fn recover_slot_recreates_the_slot_and_every_event_reaches_the_broker() {
         .chain(&after)
         .copied()
         .collect();
-    assert!(
-        wait_until(DELIVERY_WAIT, || async {
-            collected.distinct_ids().len() >= enqueued.len()
-        })
-        .await,
-        "{} of {} events arrived after the recovery:\n{}",
-        collected.distinct_ids().len(),
-        enqueued.len(),
-        relay.log()
-    );
-    let duplicates = check_delivery(&enqueued, &collected.snapshot());
+    let duplicates = all_arrive(&enqueued, &collected, &relay, DELIVERY_WAIT).await;
     eprintln!("{} events, {duplicates} published twice", enqueued.len());
     assert!(
         wait_until(WAIT, || async {
@@ -158,48 +148,50 @@ async fn recover_slot_keeps_a_healthy_slot_and_can_run_again() {
     assert_eq!(lease_free, 1, "the stream's lease is released");
 }
 
-/// A publication altered under its slot (the table taken out of it): the
-/// slot skips what commits meanwhile, so the streaming relay stops with one
-/// line naming `recover-slot`, and `run` refuses the same way; the recovery
-/// repairs the publication and the skipped events reach the broker, each
-/// aggregate in order.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_altered_publication_stops_the_relay_and_recover_slot_publishes_what_it_skipped() {
+/// A change to the publication made while a relay streams (`change`, with
+/// `{publication}` for its name), after which the slot skips or cannot
+/// decode what commits: the relay stops with `stopped_by` in its log,
+/// `migrate --source logical` refuses on one line that says so and names
+/// `recover-slot`; after `recover-slot --since <before the change>` the
+/// events committed meanwhile and after reach the broker, each aggregate in
+/// order.
+async fn a_publication_change_stops_the_relay_until_recover_slot(
+    name: &str,
+    change: &[&str],
+    stopped_by: &str,
+) {
     let database = LogicalDatabase::new().await;
-    let topic = unique_name("logical_altered_publication");
+    let topic = unique_name(name);
     let collected = kafka::topic_consumer(&topic, 3).await;
     let broker = format!("kafka://{}", kafka::brokers());
     let pool = database.db.pool();
     let (mut relay, before) = streaming_relay(&database, &broker, &topic, &collected).await;
     let since = database.database_now().await;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "ALTER PUBLICATION \"{}\" DROP TABLE outbox_events",
-        database.slot.publication()
-    )))
-    .execute(pool)
-    .await
-    .expect("alter the publication");
+    for statement in change {
+        let statement = statement.replace("{publication}", database.slot.publication());
+        sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
+            .execute(pool)
+            .await
+            .unwrap_or_else(|error| panic!("{statement}: {error}"));
+    }
     let skipped = enqueue_events(pool, &topic, 30, 4, 5).await;
     let status = relay.wait_exit(WAIT);
     assert!(
         status.is_some_and(|status| !status.success()),
-        "the relay stops on an altered publication: {status:?}\n{}",
+        "the relay stops: {status:?}\n{}",
         relay.log()
     );
-    assert!(
-        relay
-            .log()
-            .contains("no longer publishes the inserts into outbox_events"),
-        "{}",
-        relay.log()
-    );
+    assert!(relay.log().contains(stopped_by), "{}", relay.log());
     let refused = database.command(&["migrate", "--source", "logical"]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "{stderr}");
     let last_line = stderr.lines().last().unwrap_or_default();
+    let recovery = format!(
+        "run `outbox-relay recover-slot --slot {} --since <a time before",
+        database.slot.as_str()
+    );
     assert!(
-        last_line.contains("no longer publishes the inserts into outbox_events")
-            && last_line.contains("outbox-relay recover-slot --slot"),
+        last_line.contains(stopped_by) && last_line.contains(&recovery),
         "{stderr}"
     );
 
@@ -217,18 +209,49 @@ async fn an_altered_publication_stops_the_relay_and_recover_slot_publishes_what_
         .chain(&after)
         .copied()
         .collect();
-    assert!(
-        wait_until(DELIVERY_WAIT, || async {
-            collected.distinct_ids().len() >= enqueued.len()
-        })
-        .await,
-        "{} of {} events arrived after the recovery:\n{}",
-        collected.distinct_ids().len(),
-        enqueued.len(),
-        relay.log()
-    );
-    check_delivery(&enqueued, &collected.snapshot());
+    all_arrive(&enqueued, &collected, &relay, DELIVERY_WAIT).await;
     stop(&mut relay);
+}
+
+/// The table taken out of the publication: the slot skips what commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_altered_publication_stops_the_relay_and_recover_slot_publishes_what_it_skipped() {
+    a_publication_change_stops_the_relay_until_recover_slot(
+        "logical_altered_publication",
+        &["ALTER PUBLICATION \"{publication}\" DROP TABLE outbox_events"],
+        "no longer publishes the inserts into outbox_events",
+    )
+    .await;
+}
+
+/// The publication dropped: the slot cannot decode what commits since, so
+/// the recovery drops the slot and creates both again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dropped_publication_stops_the_relay_and_recover_slot_publishes_what_it_missed() {
+    a_publication_change_stops_the_relay_until_recover_slot(
+        "logical_dropped_publication",
+        &["DROP PUBLICATION \"{publication}\""],
+        "is missing: it was dropped",
+    )
+    .await;
+}
+
+/// `outbox_events` renamed and a new one made in its place (an archive):
+/// the publication follows the old table, so the new table's events are in
+/// no publication; the recovery points the publication at the new table
+/// alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_table_renamed_under_the_publication_stops_the_relay_and_recover_slot_publishes_the_new_tables_events()
+ {
+    a_publication_change_stops_the_relay_until_recover_slot(
+        "logical_renamed_table",
+        &[
+            "ALTER TABLE outbox_events RENAME TO outbox_events_archive",
+            "CREATE TABLE outbox_events (LIKE outbox_events_archive INCLUDING ALL)",
+        ],
+        "no longer publishes the inserts into outbox_events",
+    )
+    .await;
 }
 
 /// An operator drops the slot under a streaming relay (its connection
@@ -284,16 +307,6 @@ async fn a_slot_dropped_under_a_running_relay_stops_it_and_recover_slot_loses_no
     );
     let mut relay = database.spawn_relay(&broker);
     let enqueued: Vec<uuid::Uuid> = before.iter().chain(&during).copied().collect();
-    assert!(
-        wait_until(DELIVERY_WAIT, || async {
-            collected.distinct_ids().len() >= enqueued.len()
-        })
-        .await,
-        "{} of {} events arrived after the recovery:\n{}",
-        collected.distinct_ids().len(),
-        enqueued.len(),
-        relay.log()
-    );
-    check_delivery(&enqueued, &collected.snapshot());
+    all_arrive(&enqueued, &collected, &relay, DELIVERY_WAIT).await;
     stop(&mut relay);
 }
