@@ -6,16 +6,16 @@
 
 use std::time::Duration;
 
+use outbox_relay::RetentionSettings;
+use outbox_relay::logical::run_logical_retention_pass;
 use outbox_testkit::{Collected, kafka, rabbitmq, unique_name};
 use tokio_util::sync::CancellationToken;
 
-use crate::harness::{DELIVERY_WAIT, LogicalDatabase, WAIT, insert_event, stop};
+use crate::harness::{DELIVERY_WAIT, LogicalDatabase, WAIT, all_arrive, insert_event, stop};
 use crate::support::http::{endpoint_address, get, sample};
 use crate::support::process::{RelayProcess, random_millis, wait_until};
 use crate::support::service_control::freeze;
-use crate::support::workload::{
-    WriterPlan, check_delivery, events_without_failures, join_writers, spawn_writers,
-};
+use crate::support::workload::{WriterPlan, events_without_failures, join_writers, spawn_writers};
 
 /// The writers' aggregates: writer `w` writes `w{w}-0` to `w{w}-9`.
 const AGGREGATES_PER_WRITER: u64 = 10;
@@ -64,28 +64,6 @@ fn writer_plan(at_least: u64) -> WriterPlan {
         at_least,
         pause: Duration::from_millis(20),
     }
-}
-
-/// Wait until every one of `enqueued` arrived, then check each aggregate's
-/// order; returns the duplicates.
-async fn all_arrive(
-    enqueued: &[uuid::Uuid],
-    collected: &Collected,
-    relay: &RelayProcess,
-    limit: Duration,
-) -> usize {
-    let arrived = wait_until(limit, || async {
-        collected.distinct_ids().len() >= enqueued.len()
-    })
-    .await;
-    assert!(
-        arrived,
-        "{} of {} events arrived:\n{}",
-        collected.distinct_ids().len(),
-        enqueued.len(),
-        relay.log()
-    );
-    check_delivery(enqueued, &collected.snapshot())
 }
 
 /// A writer commits before the first relay starts; the relay creates the
@@ -272,6 +250,90 @@ async fn migrate_over_pending_events_counts_them_as_the_slots_backlog() {
         database.status_json_with(&["--source", "logical"])
     );
     stop(&mut relay);
+}
+
+/// A backlog not yet handed over looks stream-owned (pending, untouched)
+/// once the slot has confirmed past a retention checkpoint, but no slot
+/// ever streamed it: retention and `replay` leave it alone, while an event
+/// the slot did stream, beside it, is deleted by the same passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_and_replay_leave_a_backlog_not_yet_handed_over_alone() {
+    let database = LogicalDatabase::without_slot().await;
+    let pool = database.db.pool();
+    let topic = unique_name("logical_backlog_guards");
+    let backlog = plain_sql_backlog(pool, &topic, 50, 10).await;
+    let migrated = database.command(&["migrate", "--source", "logical"]);
+    assert!(
+        migrated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
+    let mut streamed = pool.begin().await.expect("begin");
+    let streamed_id = insert_event(&mut streamed, &topic, "streamed", 0).await;
+    streamed.commit().await.expect("commit");
+
+    let settings = RetentionSettings {
+        keep_published: Duration::ZERO,
+        interval: Duration::ZERO,
+        batch_size: 10,
+    };
+    // Each pass takes a checkpoint; the slot is then moved past it, as a
+    // relay that streamed and confirmed everything would.
+    let streamed_deleted = wait_until(WAIT, || async {
+        run_logical_retention_pass(pool, database.store.as_ref(), &database.slot, &settings)
+            .await
+            .expect("retention pass");
+        sqlx::query("SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())")
+            .bind(database.slot.as_str())
+            .execute(pool)
+            .await
+            .expect("advance the slot");
+        database
+            .db
+            .count(&format!(
+                "SELECT COUNT(*) FROM outbox_events WHERE id = {streamed_id}"
+            ))
+            .await
+            == 0
+    })
+    .await;
+    assert!(streamed_deleted, "retention deletes the streamed event");
+    let kept = database
+        .db
+        .count("SELECT COUNT(*) FROM outbox_events WHERE state = 'pending' AND attempts = 0")
+        .await;
+    assert_eq!(kept, backlog.len() as i64, "retention keeps the backlog");
+
+    let replay = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
+        .args(["replay", "--database-url", database.db.url()])
+        .args(["--broker", "stdout", "--topic", &topic, "--since", "1h"])
+        .args(["--source", "logical", "--slot", database.slot.as_str()])
+        .output()
+        .expect("run replay");
+    let stdout = String::from_utf8_lossy(&replay.stdout);
+    let stderr = String::from_utf8_lossy(&replay.stderr);
+    assert!(replay.status.success(), "{stderr}");
+    assert!(
+        !backlog
+            .iter()
+            .any(|event_id| stdout.contains(&event_id.to_string())),
+        "replay leaves the backlog out: {stdout}"
+    );
+    // With `--broker stdout` the events go to stdout, the summary to stderr.
+    let summary = format!("0 event(s) of topic `{topic}` replayed");
+    assert!(
+        stdout
+            .lines()
+            .chain(stderr.lines())
+            .any(|line| line.starts_with(&summary)),
+        "{stdout}\n{stderr}"
+    );
+    let status = database.status_json_with(&["--source", "logical"]);
+    assert_eq!(
+        status["slot_backlogs"][0]["not_handed_over"],
+        backlog.len(),
+        "{status}"
+    );
 }
 
 /// 100,000 events written by plain SQL without `ANALYZE`, then the relay,

@@ -9,7 +9,10 @@ use outbox_relay::store::OperatorStore;
 use outbox_relay::store::{ClaimedEvent, EventSource, Lease, LeaseStore, PostgresStore};
 use outbox_testkit::{ReplicationSlotGuard, TestDatabase, unique_slot_name};
 
-use crate::support::process::{FAST_CONFIG, RelayProcess};
+use outbox_testkit::Collected;
+
+use crate::support::process::{FAST_CONFIG, RelayProcess, wait_until};
+use crate::support::workload::check_delivery;
 
 /// Waits in these tests are bounded by this; no test asserts a duration.
 pub const WAIT: Duration = Duration::from_secs(30);
@@ -219,4 +222,26 @@ pub async fn fetch_at_least(source: &LogicalSource, count: usize) -> Vec<Claimed
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Wait until every one of `enqueued` arrived, then check each aggregate's
+/// order; returns the duplicates.
+pub async fn all_arrive(
+    enqueued: &[uuid::Uuid],
+    collected: &Collected,
+    relay: &RelayProcess,
+    limit: Duration,
+) -> usize {
+    let arrived = wait_until(limit, || async {
+        collected.distinct_ids().len() >= enqueued.len()
+    })
+    .await;
+    assert!(
+        arrived,
+        "{} of {} events arrived:\n{}",
+        collected.distinct_ids().len(),
+        enqueued.len(),
+        relay.log()
+    );
+    check_delivery(enqueued, &collected.snapshot())
 }

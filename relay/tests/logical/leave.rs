@@ -9,10 +9,10 @@
 use std::process::Output;
 
 use outbox::OutboxWriter;
-use outbox_testkit::{rabbitmq, unique_name};
+use outbox_testkit::{Collected, rabbitmq, unique_name};
 use sqlx::Acquire;
 
-use crate::harness::{DELIVERY_WAIT, LogicalDatabase, stop};
+use crate::harness::{DELIVERY_WAIT, LogicalDatabase, all_arrive, stop};
 use crate::support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use crate::support::workload::{check_delivery, enqueue_events, shipment_messages};
 
@@ -23,6 +23,30 @@ fn leave_logical(database: &LogicalDatabase) -> Output {
         .args(["--slot", database.slot.as_str()])
         .output()
         .expect("run leave-logical")
+}
+
+/// A relay streaming to `broker`, and the `count` events it published,
+/// once the slot has confirmed them.
+async fn streamed_and_confirmed(
+    database: &LogicalDatabase,
+    broker: &str,
+    exchange: &str,
+    collected: &Collected,
+    count: u64,
+) -> (RelayProcess, Vec<uuid::Uuid>) {
+    let relay = database.spawn_relay(broker);
+    let streamed = enqueue_events(database.db.pool(), exchange, count, 4, 5).await;
+    let written_up_to = database.current_wal_position().await;
+    assert!(
+        wait_until(DELIVERY_WAIT, || async {
+            collected.distinct_ids().len() >= streamed.len()
+                && database.confirmed_flush().await >= written_up_to
+        })
+        .await,
+        "the streamed events were delivered and confirmed:\n{}",
+        relay.log()
+    );
+    (relay, streamed)
 }
 
 async fn count(database: &LogicalDatabase, query: &str) -> i64 {
@@ -37,18 +61,8 @@ async fn leave_logical_marks_what_the_slot_confirmed_and_polling_publishes_the_r
     let broker = rabbitmq::amqp_url();
     let pool = database.db.pool();
 
-    let mut relay = database.spawn_relay(&broker);
-    let streamed = enqueue_events(pool, &exchange, 40, 4, 5).await;
-    let written_up_to = database.current_wal_position().await;
-    assert!(
-        wait_until(DELIVERY_WAIT, || async {
-            collected.distinct_ids().len() >= streamed.len()
-                && database.confirmed_flush().await >= written_up_to
-        })
-        .await,
-        "the streamed events were delivered and confirmed:\n{}",
-        relay.log()
-    );
+    let (mut relay, streamed) =
+        streamed_and_confirmed(&database, &broker, &exchange, &collected, 40).await;
 
     // While a relay holds the stream's lease it is refused, naming the
     // holder, and changes nothing.
@@ -188,18 +202,8 @@ async fn logical_again_after_leave_logical_publishes_what_it_left_pending() {
     let broker = rabbitmq::amqp_url();
     let pool = database.db.pool();
 
-    let mut relay = database.spawn_relay(&broker);
-    let streamed = enqueue_events(pool, &exchange, 20, 4, 5).await;
-    let written_up_to = database.current_wal_position().await;
-    assert!(
-        wait_until(DELIVERY_WAIT, || async {
-            collected.distinct_ids().len() >= streamed.len()
-                && database.confirmed_flush().await >= written_up_to
-        })
-        .await,
-        "the streamed events were delivered and confirmed:\n{}",
-        relay.log()
-    );
+    let (mut relay, streamed) =
+        streamed_and_confirmed(&database, &broker, &exchange, &collected, 20).await;
     stop(&mut relay);
     let left_pending = enqueue_events(pool, &exchange, 15, 3, 5).await;
     let left = leave_logical(&database);
@@ -211,17 +215,7 @@ async fn logical_again_after_leave_logical_publishes_what_it_left_pending() {
 
     let mut relay = database.spawn_relay(&broker);
     let enqueued: Vec<uuid::Uuid> = streamed.iter().chain(&left_pending).copied().collect();
-    assert!(
-        wait_until(DELIVERY_WAIT, || async {
-            collected.distinct_ids().len() >= enqueued.len()
-        })
-        .await,
-        "{} of {} events arrived on the logical source again:\n{}",
-        collected.distinct_ids().len(),
-        enqueued.len(),
-        relay.log()
-    );
-    let duplicates = check_delivery(&enqueued, &collected.snapshot());
+    let duplicates = all_arrive(&enqueued, &collected, &relay, DELIVERY_WAIT).await;
     assert_eq!(
         duplicates, 0,
         "the confirmed events are not published again"

@@ -23,3 +23,4 @@ mod source;
 mod standby;
 mod status;
 mod stuck_stream;
+mod switch;
