@@ -150,7 +150,7 @@ pub(crate) async fn drain(settings: &Settings, broker: Broker, spec: DrainSpec) 
     let published = match spec.source {
         SourceKind::Poll => database.published().await - spec.history_rows,
         // The logical source writes no state: its counter is the figure.
-        SourceKind::Logical => last.published as u64,
+        SourceKind::Logical | SourceKind::LogicalBacklog => last.published as u64,
     };
     assert_eq!(published, total, "published events after the drain");
     target.remove().await;

@@ -18,6 +18,9 @@
 //!   one per transaction.
 //! - `logical` and `logical-steady`: `uniform` and `steady` with the relay
 //!   reading the WAL (`--source logical`), beside the polling ones.
+//! - `logical-backlog`: `uniform` written before the slot exists, then the
+//!   relay with `--source logical`, which creates the slot and publishes
+//!   the backlog from the table (a switch from polling).
 //! - `latency`: commit → consumer at `--latency-rates` (500,1000,5000),
 //!   through the relay (polling, and reading the WAL) and through a direct
 //!   producer; through the relay also commit → ack, from the relay's
@@ -90,6 +93,7 @@ const CASES: &[&str] = &[
     "steady",
     "logical",
     "logical-steady",
+    "logical-backlog",
     "latency",
     "history",
 ];
@@ -255,6 +259,16 @@ fn drain_specs(settings: &Settings) -> Vec<(&'static str, DrainSpec)> {
                 false,
                 Some(settings.steady_rate),
                 SourceKind::Logical,
+            ),
+        ),
+        (
+            "logical-backlog",
+            spec_from(
+                "logical source, backlog before the slot: uniform, 1,000 aggregates",
+                uniform,
+                false,
+                None,
+                SourceKind::LogicalBacklog,
             ),
         ),
     ];

@@ -48,7 +48,7 @@ const STOP_LIMIT: Duration = Duration::from_secs(60);
 pub(crate) fn migrate(database_url: &str, source: &EventSource) {
     let output = Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
         .args(["migrate", "--database-url", database_url])
-        .args(source.args())
+        .args(source.migrate_args())
         .output()
         .expect("run outbox-relay migrate");
     assert!(

@@ -171,6 +171,12 @@ fn ratios(
                 results.rate("steady"),
                 None,
             ),
+            quotient(
+                format!("{path}: logical, backlog before the slot / polling drain (uniform)"),
+                results.rate("logical-backlog"),
+                results.rate("uniform"),
+                None,
+            ),
         ]);
     }
     if history.len() > 1 {

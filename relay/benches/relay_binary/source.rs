@@ -12,6 +12,11 @@ pub(crate) enum SourceKind {
     Poll,
     /// `--source logical`: stream the inserts from a replication slot.
     Logical,
+    /// `--source logical` over a backlog written before the slot existed
+    /// (a switch from polling, or a relay started after the application):
+    /// the relay creates the slot and publishes the backlog from the
+    /// table, then streams.
+    LogicalBacklog,
 }
 
 /// The source of one database: its kind and, for `logical`, a slot name of
@@ -20,15 +25,30 @@ pub(crate) enum SourceKind {
 #[derive(Debug, Clone)]
 pub(crate) struct EventSource {
     slot: Option<String>,
+    /// Whether `migrate` creates the slot, before the backlog is written.
+    slot_first: bool,
 }
 
 impl EventSource {
     pub(crate) fn new(kind: SourceKind) -> EventSource {
-        let slot = (kind == SourceKind::Logical).then(|| unique_slot_name("outbox_bench"));
-        EventSource { slot }
+        let slot = (kind != SourceKind::Poll).then(|| unique_slot_name("outbox_bench"));
+        EventSource {
+            slot,
+            slot_first: kind == SourceKind::Logical,
+        }
     }
 
-    /// The arguments of `migrate` and `run` that choose it.
+    /// The arguments of `migrate`: the source's when it makes the slot
+    /// before the backlog is written.
+    pub(crate) fn migrate_args(&self) -> Vec<String> {
+        if self.slot_first {
+            self.args()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The arguments of `run` that choose it.
     pub(crate) fn args(&self) -> Vec<String> {
         match &self.slot {
             None => Vec::new(),
