@@ -5,7 +5,7 @@
 # event was lost or arrived out of order.
 #
 #   scripts/soak.sh [--minutes N] [--source S] [--broker B]
-#                   [--no-service-faults] [--seed S]
+#                   [--no-service-faults] [--seed S] [--only F,...]
 #
 #   --minutes N            how long the writers and faults run (default 10)
 #   --source S             polling (default) or logical: three relays on
@@ -18,6 +18,9 @@
 #                          frozen) now and then: nothing else may use the
 #                          services meanwhile
 #   --seed S               replay the fault sequence of an earlier run
+#   --only F,...           only these faults (sigkill, sigstop,
+#                          postgres_restart, broker_stop), to find which
+#                          one a failure comes with
 #
 # The services are the ones `scripts/test.sh --services-only` starts (or
 # the OUTBOX_TEST_* variables name).
@@ -52,6 +55,11 @@ while [[ $# -gt 0 ]]; do
         --no-service-faults)
             SERVICE_FAULTS=0
             shift
+            ;;
+        --only)
+            [[ $# -ge 2 ]] || { echo "soak.sh: --only needs fault names" >&2; exit 2; }
+            export OUTBOX_SOAK_ONLY=$2
+            shift 2
             ;;
         --seed)
             [[ $# -ge 2 ]] || { echo "soak.sh: --seed needs a number" >&2; exit 2; }

@@ -10,7 +10,9 @@
 //! [--no-service-faults]`, which sets `OUTBOX_SOAK_MINUTES`,
 //! `OUTBOX_SOAK_SOURCE` (`polling` or `logical`: three relays on one
 //! slot), `OUTBOX_SOAK_BROKER` (`rabbitmq` or `kafka`),
-//! `OUTBOX_SOAK_SERVICE_FAULTS` and `OUTBOX_SOAK_SEED`. With service
+//! `OUTBOX_SOAK_SERVICE_FAULTS`, `OUTBOX_SOAK_SEED` and `OUTBOX_SOAK_ONLY`
+//! (`--only`). `OUTBOX_SOAK_DUMP=<dir>` writes the events enqueued and
+//! received there (`enqueued.txt`, `received.txt`), to trace a failure. With service
 //! faults it restarts and stops the shared services: nothing else may run
 //! against them meanwhile.
 
@@ -272,6 +274,13 @@ async fn soak() {
     if settings.service_faults {
         faults.extend([Fault::RestartPostgres, Fault::StopBroker]);
     }
+    // `OUTBOX_SOAK_ONLY=broker_stop,sigkill`: only those faults, to find
+    // which one a failure comes with.
+    if let Ok(only) = std::env::var("OUTBOX_SOAK_ONLY") {
+        let names: Vec<&str> = only.split(',').map(str::trim).collect();
+        faults.retain(|fault| names.contains(&fault.name()));
+        assert!(!faults.is_empty(), "OUTBOX_SOAK_ONLY={only} names no fault");
+    }
     let db = outbox_testkit::postgres().await;
     let target = unique_name("soak");
     let (collected, broker_url): (Collected, String) = match settings.broker {
@@ -334,7 +343,18 @@ async fn soak() {
                 || published_while_restarting(&db).await == Some(enqueued.len() as i64))
     })
     .await;
-    let report = delivery_report(&enqueued, &collected.snapshot());
+    let received = collected.snapshot();
+    let report = delivery_report(&enqueued, &received);
+    if let Ok(dir) = std::env::var("OUTBOX_SOAK_DUMP") {
+        let lines = |items: Vec<String>| items.join("\n") + "\n";
+        let enqueued_lines = enqueued.iter().map(ToString::to_string).collect();
+        let received_lines = received
+            .iter()
+            .map(|message| format!("{} {}", message.ce_id, message.aggregate_id))
+            .collect();
+        std::fs::write(format!("{dir}/enqueued.txt"), lines(enqueued_lines)).expect("dump");
+        std::fs::write(format!("{dir}/received.txt"), lines(received_lines)).expect("dump");
+    }
     let faults_line: Vec<String> = injected
         .iter()
         .map(|(fault, count)| format!("{}={count}", fault.name()))

@@ -133,6 +133,9 @@ impl Target for KafkaTarget {
 }
 
 impl LossyTarget for KafkaTarget {
+    /// A record that times out in flight can leave a gap that later records of its partition do not fall into.
+    const ORDER_IN_FLIGHT: bool = false;
+
     /// Records linger in the producer's queue for 3 s before they are
     /// sent; `break_client` puts the producer into librdkafka's fatal
     /// error state (its test hook), which fails them unsent. The publisher

@@ -160,6 +160,9 @@ impl Target for RabbitMqTarget {
 }
 
 impl LossyTarget for RabbitMqTarget {
+    /// One channel stores what it is given in order.
+    const ORDER_IN_FLIGHT: bool = true;
+
     /// Through a proxy: the connection open at `start_losing` carries
     /// nothing more toward the broker (as when the broker stops reading a
     /// publisher's socket), so its sends time out after `confirm_timeout`;

@@ -152,12 +152,18 @@ impl Publisher for KafkaPublisher {
     fn send(self: Arc<Self>, events: Vec<OutboundEvent>) -> BoxFuture<'static, SentEvents> {
         Box::pin(async move {
             let batch = self.hand_over(&events).await;
-            let in_order_in_flight = batch.no_failure_yet();
             let acknowledgements: PendingAcknowledgements =
                 Box::pin(async move { self.await_reports(batch, &events).await });
+            // Never in order in flight: a record that times out in flight
+            // (`message.timeout.ms`, a broker that stalls) fails while the
+            // records behind it may still land, since librdkafka bumps the
+            // producer's epoch and carries on; librdkafka documents the gap
+            // ("Message timeout considerations"). A later send holding the
+            // next event of an aggregate would then reach the broker first,
+            // so the relay lands each wave before it sends the next.
             SentEvents {
                 acknowledgements,
-                in_order_in_flight,
+                in_order_in_flight: false,
             }
         })
     }

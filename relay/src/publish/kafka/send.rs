@@ -45,17 +45,6 @@ pub(super) struct Batch {
     _unsettled: Option<UnsettledSend>,
 }
 
-impl Batch {
-    /// Whether no event of the batch has failed so far: every record was
-    /// handed over, or already acknowledged.
-    pub(super) fn no_failure_yet(&self) -> bool {
-        !self
-            .outcomes
-            .iter()
-            .any(|outcome| matches!(outcome, Some(Err(_))))
-    }
-}
-
 impl KafkaPublisher {
     /// Publish `events`: one outcome per event, in order.
     pub(super) async fn publish_batch(
