@@ -1,6 +1,7 @@
 //! [`OutboundEvent`]: one pending row of `outbox_events`, as the relay publishes it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -24,8 +25,11 @@ pub struct OutboundEvent {
     pub aggregate_id: String,
     /// Kafka topic or RabbitMQ exchange.
     pub topic: String,
-    /// The payload's JSON text, as stored.
-    pub payload: String,
+    /// The payload's JSON text, as stored, passed to the broker as it is:
+    /// the relay never parses it (only `--broker stdout` embeds it as
+    /// JSON). Shared, so that the batch, the event source's buffer and the
+    /// publisher hold one copy between them.
+    pub payload: Arc<str>,
     /// Extra attributes (the `headers` column), published as CloudEvents
     /// extension attributes.
     pub headers: BTreeMap<String, String>,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use outbox_relay::publish::{PublishFailure, Publisher};
 use outbox_relay::store::{
-    ClaimedEvent, Connections, EventSource, FailedAttempt, Lease, open_store,
+    ClaimedEvent, Connections, EventSource, FailedAttempt, FetchLimit, Lease, open_store,
 };
 use outbox_relay::{DatabaseUrl, OutboundEvent, Relay, RelayConfig};
 use tokio_util::sync::CancellationToken;
@@ -39,7 +39,7 @@ impl EventSource for MemorySource {
         partitions: &'a [i32],
         exclude: &'a [i64],
         _hold_dead: bool,
-        limit: i64,
+        limit: FetchLimit,
     ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, outbox_relay::Error>> {
         let events = self
             .pending
@@ -49,7 +49,7 @@ impl EventSource for MemorySource {
                     .iter()
                     .filter(|claimed| partitions.contains(&claimed.partition_no))
                     .filter(|claimed| !exclude.contains(&claimed.event.id))
-                    .take(usize::try_from(limit).unwrap_or(0))
+                    .take(usize::try_from(limit.events).unwrap_or(0))
                     .cloned()
                     .collect()
             })
@@ -130,7 +130,7 @@ fn event(id: i64, aggregate_id: &str, event_type: &str) -> ClaimedEvent {
             aggregate_type: "account".to_owned(),
             aggregate_id: aggregate_id.to_owned(),
             topic: "accounts".to_owned(),
-            payload: format!(r#"{{"id":{id}}}"#),
+            payload: format!(r#"{{"id":{id}}}"#).into(),
             headers: BTreeMap::new(),
             created_at: chrono::Utc::now(),
             attempts: 0,

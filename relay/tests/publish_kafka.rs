@@ -142,11 +142,13 @@ async fn oversized_message_is_rejected_and_holds_only_its_aggregate() {
             event(&topic, aggregate, sequence)
         })
         .collect();
-    events[2].payload = format!(r#"{{"blob":"{}"}}"#, "x".repeat(20 * 1024));
+    events[2].payload = format!(r#"{{"blob":"{}"}}"#, "x".repeat(20 * 1024)).into();
     let outcomes = publisher.publish(&events).await;
     match &outcomes[2] {
         Err(PublishFailure::Rejected(message)) => {
             assert!(message.contains("too large"), "{message}");
+            assert!(message.contains("20491 payload bytes"), "{message}");
+            assert!(message.contains("message.max.bytes of 10000"), "{message}");
             assert!(message.contains(&topic), "{message}");
         }
         other => panic!("oversized event: expected Rejected, got {other:?}"),
@@ -353,7 +355,7 @@ async fn client_options_that_keep_the_guarantee_are_accepted_and_deliver() {
         .iter()
         .map(|message| message.value.as_str())
         .collect();
-    let sent: Vec<&str> = events.iter().map(|event| event.payload.as_str()).collect();
+    let sent: Vec<&str> = events.iter().map(|event| &*event.payload).collect();
     assert_eq!(values, sent, "one key: one partition, in order");
 }
 
@@ -416,7 +418,7 @@ async fn zstd_compressed_batches_arrive() {
         .iter()
         .map(|message| message.value.as_str())
         .collect();
-    let sent: Vec<&str> = events.iter().map(|event| event.payload.as_str()).collect();
+    let sent: Vec<&str> = events.iter().map(|event| &*event.payload).collect();
     assert_eq!(values, sent, "every payload, in order");
 }
 
@@ -449,7 +451,7 @@ async fn full_producer_queue_waits_instead_of_dropping() {
     let outcomes = publisher.publish(&events).await;
     assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
     let received = consume(&brokers, &topic, events.len()).await;
-    let sent: Vec<&str> = events.iter().map(|event| event.payload.as_str()).collect();
+    let sent: Vec<&str> = events.iter().map(|event| &*event.payload).collect();
     let arrived: Vec<&str> = received
         .iter()
         .map(|message| message.value.as_str())

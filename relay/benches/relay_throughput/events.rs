@@ -48,7 +48,7 @@ pub(crate) fn outbound(settings: &Settings, topic: &str, sequence: u64) -> Outbo
         aggregate_type: AGGREGATE_TYPE.to_owned(),
         aggregate_id: aggregate_id(sequence, settings.aggregates),
         topic: topic.to_owned(),
-        payload: payload(sequence, settings.aggregates, settings.payload_bytes),
+        payload: payload(sequence, settings.aggregates, settings.payload_bytes).into(),
         headers: BTreeMap::new(),
         created_at: chrono::Utc::now(),
         attempts: 0,

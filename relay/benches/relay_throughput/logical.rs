@@ -12,7 +12,8 @@ use outbox_relay::commands::relay_settings;
 use outbox_relay::logical::{LogicalSource, SlotName, prepare};
 use outbox_relay::publish::Publisher;
 use outbox_relay::store::{
-    ClaimedEvent, EventSource, FailedAttempt, Lease, LeaseStore, OutboxStore, PostgresStore,
+    ClaimedEvent, EventSource, FailedAttempt, FetchLimit, Lease, LeaseStore, OutboxStore,
+    PostgresStore,
 };
 use outbox_relay::{Relay, RelayConfig, Wakeup};
 use outbox_testkit::{ReplicationSlotGuard, unique_slot_name};
@@ -42,7 +43,7 @@ impl EventSource for CountingSource {
         partitions: &'a [i32],
         exclude: &'a [i64],
         hold_dead: bool,
-        limit: i64,
+        limit: FetchLimit,
     ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, outbox_relay::Error>> {
         self.inner
             .fetch_pending(partition_count, partitions, exclude, hold_dead, limit)

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use outbox_relay::store::{EventSource, LeaseStore, PostgresStore};
+use outbox_relay::store::{EventSource, FetchLimit, LeaseStore, PostgresStore};
 
 use crate::Settings;
 use crate::events::enqueue_all;
@@ -50,7 +50,13 @@ pub(crate) async fn store_only(settings: &Settings, batch_size: u32) -> StoreOnl
         let started = Instant::now();
         for _ in 0..REPEAT {
             store
-                .fetch_pending(partition_count, &partitions, &[], false, limit)
+                .fetch_pending(
+                    partition_count,
+                    &partitions,
+                    &[],
+                    false,
+                    FetchLimit::events(limit),
+                )
                 .await
                 .expect("fetch");
         }
@@ -66,7 +72,13 @@ pub(crate) async fn store_only(settings: &Settings, batch_size: u32) -> StoreOnl
     loop {
         let fetch_started = Instant::now();
         let batch = store
-            .fetch_pending(partition_count, &partitions, &[], false, limit)
+            .fetch_pending(
+                partition_count,
+                &partitions,
+                &[],
+                false,
+                FetchLimit::events(limit),
+            )
             .await
             .expect("fetch");
         serial_fetch += fetch_started.elapsed();

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use outbox_relay::publish::{PublishFailure, Publisher};
 use outbox_relay::store::{
-    ClaimedEvent, DeadEvent, DeadSelector, EventSource, FailedAttempt, Lease, LeaseStore,
-    OperatorStore, OutboxBacklog, OutboxStatus, OutboxStore, ReplayWindow,
+    ClaimedEvent, DeadEvent, DeadSelector, EventSource, FailedAttempt, FetchLimit, Lease,
+    LeaseStore, OperatorStore, OutboxBacklog, OutboxStatus, OutboxStore, ReplayWindow,
 };
 use outbox_relay::{Error, OutboundEvent};
 use uuid::Uuid;
@@ -178,7 +178,7 @@ impl EventSource for TimedStore {
         partitions: &'a [i32],
         exclude: &'a [i64],
         hold_dead: bool,
-        limit: i64,
+        limit: FetchLimit,
     ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>> {
         Box::pin(async move {
             let started = Instant::now();

@@ -21,11 +21,12 @@ use futures::future::BoxFuture;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::byte_budget::payload_bytes;
 use super::publish::SentBatch;
 use super::waves::aggregate_key;
 use super::{Dispatcher, LoopState};
 use crate::Error;
-use crate::store::{ClaimedEvent, Lease};
+use crate::store::{ClaimedEvent, FetchLimit, Lease};
 
 /// Most ids a fetch leaves out: 12 KB of parameters on PostgreSQL.
 const MAX_EXCLUDED_IDS: usize = 1_000;
@@ -35,6 +36,7 @@ const MAX_EXCLUDED_IDS: usize = 1_000;
 /// when it started.
 pub(super) struct Prefetched {
     leases: Vec<Lease>,
+    limit: FetchLimit,
     task: JoinHandle<Result<Vec<ClaimedEvent>, Error>>,
     landed_before_fetch: u64,
 }
@@ -70,29 +72,40 @@ impl Dispatcher {
         state: &mut LoopState,
         stop: &CancellationToken,
     ) -> Result<Vec<ClaimedEvent>, Error> {
-        let (landed_before_fetch, fetching): (u64, BoxFuture<'static, _>) = match self
-            .prefetched
-            .take()
-        {
-            Some(prefetched) if prefetched.leases == leases => {
-                let task = prefetched.task;
-                let fetching = async move { task.await.map_err(|error| Error::Io(error.into()))? };
-                (prefetched.landed_before_fetch, Box::pin(fetching))
-            }
-            other => {
-                if let Some(stale) = other {
-                    stale.task.abort();
+        let (landed_before_fetch, limit, fetching): (u64, FetchLimit, BoxFuture<'static, _>) =
+            match self.prefetched.take() {
+                Some(prefetched) if prefetched.leases == leases => {
+                    let task = prefetched.task;
+                    let fetching =
+                        async move { task.await.map_err(|error| Error::Io(error.into()))? };
+                    (
+                        prefetched.landed_before_fetch,
+                        prefetched.limit,
+                        Box::pin(fetching),
+                    )
                 }
-                let landed_before_fetch = self.landed_count;
-                self.fetch_started_after = Some(landed_before_fetch);
-                let partitions: Vec<i32> = leases.iter().map(|lease| lease.partition_no).collect();
-                let fetching = self.start_fetch(&partitions, &[]).await;
-                (landed_before_fetch, Box::pin(fetching))
-            }
-        };
+                other => {
+                    if let Some(stale) = other {
+                        stale.task.abort();
+                    }
+                    if self.bytes_in_flight() > self.max_bytes_in_flight() {
+                        self.land_answered(state, stop).await;
+                    }
+                    // Within half of `max_batch_bytes` in flight, a quarter
+                    // is left at least; past it, one event.
+                    let limit = self.fetch_limit(0).unwrap_or(FetchLimit::new(1, 0));
+                    let landed_before_fetch = self.landed_count;
+                    self.fetch_started_after = Some(landed_before_fetch);
+                    let partitions: Vec<i32> =
+                        leases.iter().map(|lease| lease.partition_no).collect();
+                    let fetching = self.start_fetch(&partitions, &[], limit).await;
+                    (landed_before_fetch, limit, Box::pin(fetching))
+                }
+            };
         let fetched = self.fetch_landing_answers(fetching, state, stop).await;
         self.fetch_started_after = None;
         let mut fetched = fetched?;
+        self.more_waiting = self.note_fetched(&fetched, limit);
         if self.landed_count > landed_before_fetch {
             let failed = self.failed_since(landed_before_fetch);
             if !failed.is_empty() {
@@ -104,16 +117,22 @@ impl Dispatcher {
 
     /// Start fetching, in a task of its own, the batch after `current`,
     /// which is about to be sent; [`Dispatcher::fetch`] takes its result.
-    /// It leaves out `current` too.
+    /// It leaves out `current` too. Nothing is fetched ahead when less than
+    /// a quarter of `max_batch_bytes` is left beside `current` and the
+    /// batches in flight.
     pub(super) async fn prefetch_after(&mut self, leases: &[Lease], current: &[ClaimedEvent]) {
         self.drop_prefetched();
+        let Some(limit) = self.fetch_limit(payload_bytes(current)) else {
+            return;
+        };
         let landed_before_fetch = self.landed_count;
         self.fetch_started_after = Some(landed_before_fetch);
         let partitions: Vec<i32> = leases.iter().map(|lease| lease.partition_no).collect();
         let current: Vec<i64> = current.iter().map(|claimed| claimed.event.id).collect();
-        let fetching = self.start_fetch(&partitions, &current).await;
+        let fetching = self.start_fetch(&partitions, &current, limit).await;
         self.prefetched = Some(Prefetched {
             leases: leases.to_vec(),
+            limit,
             task: tokio::spawn(fetching),
             landed_before_fetch,
         });
@@ -155,13 +174,14 @@ impl Dispatcher {
         }
     }
 
-    /// The fetch of the next batch, as a future owning what it needs. It
-    /// leaves out `also_exclude` besides the batches in flight and the
-    /// unmarked events.
+    /// The fetch of the next batch within `limit`, as a future owning what
+    /// it needs. It leaves out `also_exclude` besides the batches in flight
+    /// and the unmarked events.
     async fn start_fetch(
         &mut self,
         partitions: &[i32],
         also_exclude: &[i64],
+        limit: FetchLimit,
     ) -> impl Future<Output = Result<Vec<ClaimedEvent>, Error>> + use<> {
         // The batches in flight are left out on top of the bound: they are
         // bounded by it too (`in_flight.rs`).
@@ -185,7 +205,6 @@ impl Dispatcher {
         let partitions = partitions.to_vec();
         let partition_count = self.partition_count;
         let hold_dead = self.settings.hold_dead;
-        let limit = self.settings.batch_size;
         async move {
             store
                 .fetch_pending(partition_count, &partitions, &exclude, hold_dead, limit)

@@ -1,8 +1,9 @@
 //! Batches in flight: sent, their acknowledgements still to come.
 //!
 //! The loop keeps fetching and sending while the broker confirms, with up
-//! to [`MAX_BATCHES_IN_FLIGHT`] batches in flight and no more events than
-//! a fetch may leave out ([`Dispatcher::max_excluded_ids`]). It lands them
+//! to [`MAX_BATCHES_IN_FLIGHT`] batches in flight, no more events than
+//! a fetch may leave out ([`Dispatcher::max_excluded_ids`]) and no more
+//! than half of `max_batch_bytes` (`byte_budget.rs`). It lands them
 //! oldest first: as soon as the broker has answered for the oldest, when a
 //! bound is reached, or when there is nothing new to send. Landing a batch
 //! records its failures and starts its mark.
@@ -135,7 +136,8 @@ impl Dispatcher {
         let mut answered = Vec::new();
         loop {
             let over_bounds = self.in_flight.len() > MAX_BATCHES_IN_FLIGHT
-                || self.events_in_flight() > self.max_excluded_ids();
+                || self.events_in_flight() > self.max_excluded_ids()
+                || self.bytes_in_flight() > self.max_bytes_in_flight();
             let Some(oldest) = self.in_flight.front_mut() else {
                 break;
             };

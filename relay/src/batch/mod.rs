@@ -22,6 +22,8 @@
 //!   outage.
 //! - `waves.rs`: how a batch splits into waves that keep each aggregate's
 //!   order.
+//! - `byte_budget.rs`: the payload bytes a fetch and the batches in flight
+//!   may hold.
 //! - `fetch.rs`: fetching, and fetching the next batch while one is sent,
 //!   with the ids left out kept few.
 //! - `marker.rs`: marks in flight, overlapped with the next batches.
@@ -31,6 +33,7 @@
 //! - `quiet.rs`: keeping producers' commit notifications quiet while the
 //!   loop polls on its own.
 
+mod byte_budget;
 mod commit_order;
 mod failures;
 mod fetch;
@@ -64,6 +67,10 @@ use waves::AggregateKey;
 pub struct DispatchSettings {
     /// Events fetched per batch.
     pub batch_size: i64,
+    /// Payload bytes one fetch and the batches in flight hold together
+    /// (`max_batch_bytes`); a fetch returns at least one event whatever its
+    /// size.
+    pub max_batch_bytes: i64,
     /// Longest wait for one wave's acknowledgements; a lease must stay valid
     /// at least this long for a wave to be sent.
     pub publish_timeout: Duration,
@@ -149,6 +156,12 @@ pub struct Dispatcher {
     /// sent, and nothing new is sent before the batches in flight have
     /// landed (see `publish.rs`, `Dispatcher::after_a_loss`).
     stream_lost: bool,
+    /// The payload bytes per event of the last batch fetched
+    /// (`byte_budget.rs`).
+    bytes_per_event: Option<usize>,
+    /// Whether the last batch fetched filled its limit: more may be
+    /// waiting, so the next one is fetched at once.
+    more_waiting: bool,
 }
 
 impl Dispatcher {
@@ -185,6 +198,8 @@ impl Dispatcher {
             next_stall_check: None,
             quiet_until: None,
             stream_lost: false,
+            bytes_per_event: None,
+            more_waiting: false,
         }
     }
 
@@ -217,7 +232,7 @@ impl Dispatcher {
             let Some(fetched) = self.take_batch(&mut state, &snapshot.leases, &stop).await else {
                 continue;
             };
-            let full_batch = fetched.len() as i64 >= self.settings.batch_size;
+            let full_batch = self.more_waiting;
             // Send this batch behind the ones in flight and land those the
             // broker has answered for, fetching the next batch meanwhile
             // when more is waiting.

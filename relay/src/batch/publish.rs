@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::Dispatcher;
+use super::byte_budget::payload_bytes;
 use super::waves::{AggregateKey, aggregate_key, split_into_topic_runs, split_into_waves};
 use crate::publish::{PendingAcknowledgements, PublishFailure};
 use crate::store::{ClaimedEvent, Lease};
@@ -48,6 +49,9 @@ impl BatchOutcome {
 pub(super) struct SentBatch {
     /// Every id of the batch: left out of fetches until the batch lands.
     pub(super) ids: Vec<i64>,
+    /// The payload bytes of the batch, counted against `max_batch_bytes`
+    /// until it lands (`byte_budget.rs`).
+    bytes: usize,
     /// The leases the batch was fetched under.
     pub(super) leases: Vec<Lease>,
     /// What became of the waves already acknowledged.
@@ -114,6 +118,11 @@ impl SentBatch {
         self.ids.len()
     }
 
+    /// Payload bytes of the batch.
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// Whether the next batch may be sent before this one's
     /// acknowledgements: its last wave is in flight in order, and no event
     /// of it has failed or been left unsent.
@@ -155,6 +164,7 @@ impl Dispatcher {
         let ids = batch.iter().map(|claimed| claimed.event.id).collect();
         let mut sent = SentBatch {
             ids,
+            bytes: payload_bytes(&batch),
             leases,
             outcome: BatchOutcome::default(),
             tail: None,

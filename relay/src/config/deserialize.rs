@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
 use super::RoutingKey;
+use super::byte_size::parse_byte_size;
 use super::duration::parse_duration;
 
 /// `"event_type"`, or any other string as a fixed key.
@@ -41,6 +42,37 @@ pub(super) fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Dur
     }
 
     deserializer.deserialize_str(DurationVisitor)
+}
+
+/// A size: a whole number of bytes, or a string through
+/// [`parse_byte_size`].
+pub(super) fn byte_size<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    struct ByteSizeVisitor;
+
+    impl Visitor<'_> for ByteSizeVisitor {
+        type Value = u64;
+
+        fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+            formatter.write_str(
+                "a size such as \"32MiB\" (units: B, KB, MB, GB, KiB, MiB, GiB) or a whole number of bytes",
+            )
+        }
+
+        fn visit_u64<E: de::Error>(self, bytes: u64) -> Result<u64, E> {
+            Ok(bytes)
+        }
+
+        fn visit_i64<E: de::Error>(self, bytes: i64) -> Result<u64, E> {
+            u64::try_from(bytes)
+                .map_err(|_| E::custom(format!("{bytes} is negative; sizes are 0 or more")))
+        }
+
+        fn visit_str<E: de::Error>(self, text: &str) -> Result<u64, E> {
+            parse_byte_size(text).map_err(E::custom)
+        }
+    }
+
+    deserializer.deserialize_any(ByteSizeVisitor)
 }
 
 /// A duration string for a field whose absence means "not set".

@@ -19,6 +19,7 @@
 //! are in `validate`, duration parsing in `duration`, the field
 //! deserializers in `deserialize` and the one-line errors in `diagnostics`.
 
+mod byte_size;
 mod deserialize;
 mod diagnostics;
 mod duration;
@@ -33,6 +34,7 @@ use serde::Deserialize;
 
 use crate::Error;
 
+pub use byte_size::parse_byte_size;
 pub use duration::parse_duration;
 
 use diagnostics::describe_toml_error;
@@ -42,6 +44,9 @@ pub const DEFAULT_POLLING_BATCH_SIZE: u32 = 500;
 /// Events per batch on the logical source, unless `batch_size` says
 /// otherwise.
 pub const DEFAULT_LOGICAL_BATCH_SIZE: u32 = 2000;
+/// Payload bytes the relay holds for publishing at once, unless
+/// `max_batch_bytes` says otherwise: 32 MiB.
+pub const DEFAULT_MAX_BATCH_BYTES: u64 = 32 << 20;
 
 /// The relay's settings. [`Default`] gives the documented defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -51,6 +56,17 @@ pub struct RelayConfig {
     /// when polling and `2000` with `source = "logical"` (see
     /// [`RelayConfig::batch_size`]).
     pub batch_size: Option<u32>,
+
+    /// The payload bytes the relay holds for publishing at once: what one
+    /// fetch returns and the batches in flight to the broker together, and
+    /// with `source = "logical"` the stream's buffer too (the stream stops
+    /// reading while it is full; the slot keeps the rest). A fetch returns
+    /// at least one event, so an event larger than this still goes out,
+    /// alone, and the stream takes a whole transaction at a time. A whole
+    /// number of bytes or a size such as `"32MiB"`, from `64KiB` to `4GiB`.
+    /// Default `"32MiB"`.
+    #[serde(deserialize_with = "deserialize::byte_size")]
+    pub max_batch_bytes: u64,
 
     /// How long a relay instance owns a partition without renewing its
     /// lease; the lease is renewed every third of it, and another instance
@@ -137,6 +153,7 @@ impl Default for RelayConfig {
     fn default() -> Self {
         RelayConfig {
             batch_size: None,
+            max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
             lease_duration: Duration::from_secs(30),
             publish_timeout: Duration::from_secs(10),
             poll_interval_min: Duration::from_millis(10),

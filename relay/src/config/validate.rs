@@ -9,12 +9,26 @@ use super::diagnostics::Problem;
 use super::duration::format_duration;
 use crate::publish::kafka::check_client_option;
 
+/// The smallest `max_batch_bytes`: 64 KiB.
+const MIN_BATCH_BYTES: u64 = 64 << 10;
+/// The largest `max_batch_bytes`: 4 GiB.
+const MAX_BATCH_BYTES: u64 = 4 << 30;
+
 impl RelayConfig {
     /// Checks ranges and the relations between fields; the first problem
     /// found is returned.
     pub(super) fn check(&self) -> Result<(), Problem> {
         if let Some(batch_size) = self.batch_size {
             check_range(&["batch_size"], batch_size, 1, 10_000)?;
+        }
+        if !(MIN_BATCH_BYTES..=MAX_BATCH_BYTES).contains(&self.max_batch_bytes) {
+            return Err(Problem::new(
+                &["max_batch_bytes"],
+                format!(
+                    "{} bytes is out of range; use 64KiB ({MIN_BATCH_BYTES}) to 4GiB ({MAX_BATCH_BYTES})",
+                    self.max_batch_bytes
+                ),
+            ));
         }
         if self.lease_duration < Duration::from_secs(2) {
             return Err(Problem::new(
@@ -253,5 +267,34 @@ mod tests {
         }
         RelayConfig::from_toml_str("[kafka.options]\npartitioner = \"murmur2\"\n", "relay.toml")
             .expect("a partitioner that follows the key is accepted");
+    }
+
+    #[test]
+    fn max_batch_bytes_takes_a_size_or_bytes_and_names_a_bad_one() {
+        let sized = RelayConfig::from_toml_str("max_batch_bytes = \"8MiB\"\n", "relay.toml")
+            .expect("a size with a unit");
+        assert_eq!(sized.max_batch_bytes, 8 << 20);
+        let bytes = RelayConfig::from_toml_str("max_batch_bytes = 1048576\n", "relay.toml")
+            .expect("a number of bytes");
+        assert_eq!(bytes.max_batch_bytes, 1 << 20);
+        assert_eq!(
+            RelayConfig::default().max_batch_bytes,
+            super::super::DEFAULT_MAX_BATCH_BYTES
+        );
+        for (text, expected) in [
+            ("max_batch_bytes = \"32 megs\"\n", "unknown unit \"megs\""),
+            ("max_batch_bytes = -5\n", "-5 is negative"),
+            (
+                "max_batch_bytes = \"1KiB\"\n",
+                "1024 bytes is out of range; use 64KiB",
+            ),
+            ("max_batch_bytes = \"5GiB\"\n", "is out of range"),
+        ] {
+            let error = RelayConfig::from_toml_str(text, "relay.toml")
+                .expect_err("the size must be refused")
+                .to_string();
+            assert!(error.contains("max_batch_bytes"), "{error}");
+            assert!(error.contains(expected), "{error}");
+        }
     }
 }

@@ -8,6 +8,7 @@
 //! skipped.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
 
@@ -208,7 +209,7 @@ fn event_from_row(row: &Row<'_, '_>) -> Result<Change, DecodeError> {
         aggregate_type: text(AGGREGATE_TYPE)?.to_owned(),
         aggregate_id: text(AGGREGATE_ID)?.to_owned(),
         topic: text(TOPIC)?.to_owned(),
-        payload: text(PAYLOAD)?.to_owned(),
+        payload: Arc::from(text(PAYLOAD)?),
         headers: parse_headers(event_id_text, text(HEADERS)?),
         created_at: parse_timestamptz(text(CREATED_AT)?)?,
         attempts: row
@@ -355,7 +356,7 @@ mod tests {
         assert_eq!(claimed.event.id, 42);
         assert_eq!(claimed.event.event_version, 2);
         assert_eq!(claimed.event.aggregate_id, "o-1");
-        assert_eq!(claimed.event.payload, r#"{"total": 3}"#);
+        assert_eq!(&*claimed.event.payload, r#"{"total": 3}"#);
         assert_eq!(
             claimed.event.headers.get("tenant").map(String::as_str),
             Some("t1")

@@ -15,7 +15,8 @@ use crate::store::ClaimedEvent;
 use crate::wakeup::Wakeup;
 
 /// Events held in memory before the stream stops reading: the server keeps
-/// the rest in the slot.
+/// the rest in the slot. Their payload bytes are bounded too
+/// ([`Received::with_max_bytes`]).
 pub(crate) const MAX_RECEIVED_EVENTS: usize = 50_000;
 
 /// The state of the stream one lease acquisition runs.
@@ -23,6 +24,8 @@ pub(crate) const MAX_RECEIVED_EVENTS: usize = 50_000;
 pub(crate) struct ReceivedState {
     /// Unsettled events in commit order.
     pub(crate) events: VecDeque<ClaimedEvent>,
+    /// The payload bytes of `events`.
+    pub(crate) bytes: usize,
     /// Which positions may be confirmed.
     pub(crate) tracker: AcknowledgementTracker,
 }
@@ -40,11 +43,26 @@ pub(crate) struct Received {
     /// Since when the stream has failed to open, without a session started
     /// since.
     failing_since: Mutex<Option<Instant>>,
+    /// The payload bytes past which the buffer is full.
+    max_bytes: usize,
 }
 
 impl Default for Received {
     fn default() -> Self {
+        Received::with_max_bytes(
+            usize::try_from(crate::config::DEFAULT_MAX_BATCH_BYTES).unwrap_or(usize::MAX),
+        )
+    }
+}
+
+impl Received {
+    /// A buffer that is full once its events' payloads add up to
+    /// `max_bytes` (or it holds [`MAX_RECEIVED_EVENTS`]). The stream adds
+    /// whole transactions, so one transaction larger than that is still
+    /// taken, alone.
+    pub(crate) fn with_max_bytes(max_bytes: usize) -> Self {
         Received {
+            max_bytes,
             state: Mutex::default(),
             wakeup: Mutex::default(),
             confirmed: watch::Sender::new(0),
@@ -52,9 +70,7 @@ impl Default for Received {
             failing_since: Mutex::default(),
         }
     }
-}
 
-impl Received {
     /// The state, locked.
     pub(crate) fn lock(&self) -> MutexGuard<'_, ReceivedState> {
         // Every writer replaces or appends whole values: a panic cannot
@@ -69,6 +85,7 @@ impl Received {
     pub(crate) fn begin_session(&self, confirmed: WalPosition) {
         let mut state = self.lock();
         state.events.clear();
+        state.bytes = 0;
         state.tracker = AcknowledgementTracker::starting_at(confirmed);
         self.confirmed.send_replace(confirmed);
     }
@@ -77,6 +94,7 @@ impl Received {
     pub(crate) fn end_session(&self) {
         let mut state = self.lock();
         state.events.clear();
+        state.bytes = 0;
         state.tracker = AcknowledgementTracker::default();
         self.room.notify_waiters();
     }
@@ -89,6 +107,10 @@ impl Received {
             let moved = state
                 .tracker
                 .record_transaction(end, events.iter().map(|claimed| claimed.event.id));
+            state.bytes += events
+                .iter()
+                .map(ClaimedEvent::payload_bytes)
+                .sum::<usize>();
             state.events.extend(events);
             moved
         };
@@ -114,7 +136,8 @@ impl Received {
             let mut state = self.lock();
             let (settled, moved) = state.tracker.settle(ids);
             if settled > 0 {
-                remove_settled(&mut state.events, ids, settled);
+                let removed = remove_settled(&mut state.events, ids, settled);
+                state.bytes = state.bytes.saturating_sub(removed);
             }
             (settled, moved)
         };
@@ -125,9 +148,10 @@ impl Received {
         settled
     }
 
-    /// Whether the buffer is full.
+    /// Whether the buffer is full: by count, or by payload bytes.
     pub(crate) fn is_full(&self) -> bool {
-        self.lock().events.len() >= MAX_RECEIVED_EVENTS
+        let state = self.lock();
+        state.events.len() >= MAX_RECEIVED_EVENTS || state.bytes >= self.max_bytes
     }
 
     /// Completes once events are settled after this call. Take it before
@@ -196,20 +220,32 @@ impl Received {
 /// unsettled. Batches are settled in the order they were handed out, so
 /// they are almost always at the front: those are popped, and the rest of
 /// the buffer (up to [`MAX_RECEIVED_EVENTS`]) is scanned only when some are
-/// left, after a failure or a hold settled events out of order.
-fn remove_settled(events: &mut VecDeque<ClaimedEvent>, ids: &[i64], settled: u64) {
+/// left, after a failure or a hold settled events out of order. Returns
+/// the payload bytes removed.
+fn remove_settled(events: &mut VecDeque<ClaimedEvent>, ids: &[i64], settled: u64) -> usize {
     let mut left: HashSet<i64> = ids.iter().copied().collect();
     let mut found: u64 = 0;
+    let mut removed = 0;
     while let Some(front) = events.front() {
         if !left.remove(&front.event.id) {
             break;
         }
-        events.pop_front();
+        removed += events
+            .pop_front()
+            .as_ref()
+            .map_or(0, ClaimedEvent::payload_bytes);
         found += 1;
     }
     if found < settled {
-        events.retain(|claimed| !left.contains(&claimed.event.id));
+        events.retain(|claimed| {
+            let settles = left.contains(&claimed.event.id);
+            if settles {
+                removed += claimed.payload_bytes();
+            }
+            !settles
+        });
     }
+    removed
 }
 
 #[cfg(test)]
@@ -255,6 +291,29 @@ mod tests {
             .iter()
             .map(|claimed| claimed.event.id)
             .collect()
+    }
+
+    #[test]
+    fn the_buffer_is_full_once_its_payloads_reach_the_bound() {
+        // Every test event carries `{}`: two bytes.
+        let received = Received::with_max_bytes(10);
+        received.begin_session(100);
+        let transaction = |ids: &[i64]| {
+            ids.iter()
+                .map(|&id| ClaimedEvent::for_test(id, "a", "orders"))
+                .collect()
+        };
+        received.push_transaction(200, transaction(&[1, 2, 3, 4]));
+        assert!(!received.is_full(), "8 bytes of 10");
+        // A transaction is taken whole, past the bound.
+        received.push_transaction(300, transaction(&[5, 6, 7]));
+        assert!(received.is_full(), "14 bytes of 10");
+        received.settle(&[1, 6]);
+        assert!(received.is_full(), "10 bytes of 10");
+        received.settle(&[2]);
+        assert!(!received.is_full(), "8 bytes of 10");
+        received.end_session();
+        assert_eq!(received.lock().bytes, 0);
     }
 
     #[test]

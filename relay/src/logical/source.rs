@@ -27,7 +27,9 @@ use super::stream::{StreamTarget, stream_while_leased};
 use super::table_path::{self, Writer};
 use crate::Error;
 use crate::batch::waves::aggregate_key;
-use crate::store::{ClaimedEvent, EventSource, FailedAttempt, Lease, LeaseStore, PostgresStore};
+use crate::store::{
+    ClaimedEvent, EventSource, FailedAttempt, FetchLimit, Lease, LeaseStore, PostgresStore,
+};
 use crate::wakeup::Wakeup;
 
 const ACQUIRE_STREAM_LEASE: &str = include_str!("sql/acquire_stream_lease.sql");
@@ -83,6 +85,17 @@ impl LogicalSource {
             from_table: Mutex::new(HashSet::new()),
             parked: Arc::new(ParkedAggregates::default()),
         })
+    }
+
+    /// Bound the stream's buffer to `max_bytes` of payloads (default
+    /// [`DEFAULT_MAX_BATCH_BYTES`](crate::config::DEFAULT_MAX_BATCH_BYTES)):
+    /// the stream stops reading while it is full, and the slot keeps the
+    /// rest. Events stay in the buffer until they are settled, so those in
+    /// flight to the broker count too. Call it before the stream starts.
+    #[must_use]
+    pub fn with_buffer_bytes(mut self, max_bytes: usize) -> Self {
+        self.received = Arc::new(Received::with_max_bytes(max_bytes));
+        self
     }
 
     /// The slot streamed from.
@@ -242,23 +255,36 @@ impl LogicalSource {
         &self,
         parked: &HashSet<crate::batch::waves::AggregateKey>,
         exclude: &[i64],
-        limit: usize,
+        room: Room,
     ) -> Result<Vec<ClaimedEvent>, Error> {
         let exclude: HashSet<i64> = exclude.iter().copied().collect();
         let (to_publish, to_hold): (Vec<ClaimedEvent>, Vec<i64>) = {
             let state = self.received.lock();
             let mut to_publish = Vec::new();
             let mut to_hold = Vec::new();
+            let mut bytes = 0_usize;
+            let mut full = room.events == 0;
             for claimed in state.events.iter() {
                 if exclude.contains(&claimed.event.id) {
                     continue;
                 }
                 if !parked.is_empty() && parked.contains(&aggregate_key(claimed)) {
                     to_hold.push(claimed.event.id);
-                } else if to_publish.len() < limit {
-                    to_publish.push(claimed.clone());
+                } else if !full {
+                    let size = claimed.payload_bytes();
+                    let first = to_publish.is_empty() && room.must_take_one;
+                    if first || bytes.saturating_add(size) <= room.bytes {
+                        bytes = bytes.saturating_add(size);
+                        // The payload is shared with the buffer, not copied.
+                        to_publish.push(claimed.clone());
+                        full = to_publish.len() >= room.events;
+                    } else {
+                        // Cut here, in commit order: nothing after it is
+                        // taken ahead of it.
+                        full = true;
+                    }
                 }
-                if to_publish.len() >= limit && to_hold.is_empty() {
+                if full && to_hold.is_empty() {
                     break;
                 }
             }
@@ -287,6 +313,16 @@ impl LogicalSource {
         }
         Ok(to_publish)
     }
+}
+
+/// What is left of a fetch's limit for the streamed events.
+#[derive(Debug, Clone, Copy)]
+struct Room {
+    events: usize,
+    bytes: usize,
+    /// Nothing was taken from the table path: the first streamed event is
+    /// taken whatever its size.
+    must_take_one: bool,
 }
 
 /// The task of one lease acquisition: the slot's backlog handed to the
@@ -325,13 +361,12 @@ impl EventSource for LogicalSource {
         partitions: &'a [i32],
         exclude: &'a [i64],
         hold_dead: bool,
-        limit: i64,
+        limit: FetchLimit,
     ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>> {
         Box::pin(async move {
             if !partitions.contains(&STREAM_PARTITION) || self.current_writer().is_none() {
                 return Ok(Vec::new());
             }
-            let limit_events = usize::try_from(limit).unwrap_or(0);
             let parked = self.parked.current(self.pool(), hold_dead).await?;
             let mut events = if parked.is_empty() {
                 Vec::new()
@@ -342,7 +377,20 @@ impl EventSource for LogicalSource {
                 self.lock_from_table()
                     .extend(events.iter().map(|claimed| claimed.event.id));
             }
-            let room = limit_events.saturating_sub(events.len());
+            let taken_bytes = events
+                .iter()
+                .map(ClaimedEvent::payload_bytes)
+                .sum::<usize>();
+            let room = Room {
+                events: usize::try_from(limit.events)
+                    .unwrap_or(0)
+                    .saturating_sub(events.len()),
+                bytes: usize::try_from(limit.bytes)
+                    .unwrap_or(usize::MAX)
+                    .saturating_sub(taken_bytes),
+                // The fetch returns at least one event.
+                must_take_one: events.is_empty(),
+            };
             events.extend(self.fetch_streamed(&parked, exclude, room).await?);
             Ok(events)
         })

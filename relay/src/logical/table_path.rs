@@ -23,7 +23,7 @@ use sqlx::{PgPool, Row};
 use crate::Error;
 use crate::batch::waves::AggregateKey;
 use crate::store::rows::claimed_from_row;
-use crate::store::{ClaimedEvent, FailedAttempt};
+use crate::store::{ClaimedEvent, FailedAttempt, FetchLimit};
 
 const PARKED_AGGREGATES: &str = include_str!("sql/parked_aggregates.sql");
 /// Run before [`PARKED_AGGREGATES`], in its transaction: read the small
@@ -78,21 +78,22 @@ pub(crate) async fn parked_aggregates(
         .map_err(Error::from)
 }
 
-/// Due events the table path owns, in id order, at most `limit`.
+/// Due events the table path owns, in id order, within `limit`.
 pub(crate) async fn fetch_table_owned(
     pool: &PgPool,
     hold_dead: bool,
-    limit: i64,
+    limit: FetchLimit,
     exclude: &[i64],
 ) -> Result<Vec<ClaimedEvent>, Error> {
     let rows = sqlx::query(FETCH_TABLE_OWNED)
         .bind(hold_dead)
-        .bind(limit)
+        .bind(limit.events)
         .bind(exclude.to_vec())
+        .bind(limit.bytes)
         .fetch_all(pool)
         .await?;
-    rows.iter()
-        .map(claimed_from_row)
+    rows.into_iter()
+        .map(|row| claimed_from_row(&row))
         .collect::<Result<_, sqlx::Error>>()
         .map_err(Error::from)
 }

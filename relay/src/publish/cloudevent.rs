@@ -31,6 +31,8 @@ use chrono::SecondsFormat;
 use cloudevents::event::{ExtensionValue, SpecVersion};
 use cloudevents::{AttributesReader, Event, EventBuilder, EventBuilderV10};
 use outbox::wire;
+use serde::Serialize;
+use serde_json::value::RawValue;
 
 use crate::OutboundEvent;
 use crate::publish::PublishFailure;
@@ -63,9 +65,9 @@ fn is_reserved_name(name: &str) -> bool {
 /// The CloudEvents attributes of one outbox event, without its data.
 ///
 /// Built once per publication with [`CloudEvent::from_outbound`]; the
-/// bindings read [`CloudEvent::attributes`] (binary content mode) or turn it
-/// into a full SDK [`Event`] with [`CloudEvent::into_structured`]
-/// (structured content mode).
+/// bindings read [`CloudEvent::attributes`] (binary content mode) or write
+/// it with its data through [`CloudEvent::structured`] (structured content
+/// mode).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CloudEvent {
     event: Event,
@@ -198,17 +200,31 @@ impl CloudEvent {
     }
 
     /// The full event for the structured content mode: these attributes plus
-    /// `payload` as JSON `data`.
+    /// `payload` as JSON `data`, passed through as it is: it is checked to
+    /// be JSON, never parsed into a tree or copied.
     ///
     /// Fails with [`PublishFailure::Rejected`] when `payload` is not JSON.
-    pub fn into_structured(self, payload: &str) -> Result<Event, PublishFailure> {
-        let data: serde_json::Value = serde_json::from_str(payload).map_err(|error| {
+    pub fn structured<'a>(
+        &'a self,
+        payload: &'a str,
+    ) -> Result<StructuredEvent<'a>, PublishFailure> {
+        let data: &RawValue = serde_json::from_str(payload).map_err(|error| {
             PublishFailure::Rejected(format!("payload is not valid JSON: {error}"))
         })?;
-        let mut event = self.event;
-        event.set_data(CONTENT_TYPE_JSON, data);
-        Ok(event)
+        Ok(StructuredEvent {
+            attributes: &self.event,
+            data,
+        })
     }
+}
+
+/// An event in the JSON event format (structured content mode), as
+/// [`CloudEvent::structured`] builds it: serialize it with `serde_json`.
+#[derive(Debug, Serialize)]
+pub struct StructuredEvent<'a> {
+    #[serde(flatten)]
+    attributes: &'a Event,
+    data: &'a RawValue,
 }
 
 fn extension_text(value: &ExtensionValue) -> Cow<'_, str> {
@@ -238,7 +254,7 @@ mod tests {
             aggregate_type: "order".to_owned(),
             aggregate_id: "order-42".to_owned(),
             topic: "orders".to_owned(),
-            payload: r#"{"total":12.5,"items":[1,2]}"#.to_owned(),
+            payload: r#"{"total":12.5,"items":[1,2]}"#.into(),
             headers: BTreeMap::from([
                 (
                     "traceparent".to_owned(),
@@ -364,9 +380,11 @@ mod tests {
         let event = outbound();
         let structured = CloudEvent::from_outbound(&event)
             .expect("valid event")
-            .into_structured(&event.payload)
-            .expect("payload is JSON");
-        let json = serde_json::to_value(&structured).expect("event serializes");
+            .structured(&event.payload)
+            .expect("payload is JSON")
+            .serialize(serde_json::value::Serializer)
+            .expect("event serializes");
+        let json = structured;
         assert_eq!(
             json["data"],
             serde_json::json!({"total": 12.5, "items": [1, 2]})
@@ -381,7 +399,7 @@ mod tests {
     fn invalid_json_payload_is_rejected_in_structured_mode() {
         let cloud_event = CloudEvent::from_outbound(&outbound()).expect("valid event");
         assert!(matches!(
-            cloud_event.into_structured("{not json"),
+            cloud_event.structured("{not json"),
             Err(PublishFailure::Rejected(message)) if message.contains("JSON")
         ));
     }

@@ -104,13 +104,22 @@ impl<W: Write + Send> StdoutPublisher<W> {
 
 /// Append `event` as one JSON line to `buffer`.
 fn append_line(buffer: &mut Vec<u8>, event: &OutboundEvent) -> Result<(), PublishFailure> {
-    let structured = CloudEvent::from_outbound(event)?.into_structured(&event.payload)?;
+    let cloud_event = CloudEvent::from_outbound(event)?;
+    let structured = cloud_event.structured(&event.payload)?;
     let start = buffer.len();
     if let Err(error) = serde_json::to_writer(&mut *buffer, &structured) {
         buffer.truncate(start);
         return Err(PublishFailure::Rejected(format!(
             "cannot serialize the cloudevent: {error}"
         )));
+    }
+    // The payload goes through as it is written; a line break in valid
+    // JSON can only be whitespace between tokens (strings escape theirs),
+    // so it becomes a space and the event stays on one line.
+    for byte in &mut buffer[start..] {
+        if matches!(*byte, b'\n' | b'\r') {
+            *byte = b' ';
+        }
     }
     buffer.push(b'\n');
     Ok(())
@@ -154,7 +163,7 @@ mod tests {
             aggregate_type: "order".to_owned(),
             aggregate_id: aggregate_id.to_owned(),
             topic: "orders".to_owned(),
-            payload: payload.to_owned(),
+            payload: payload.into(),
             headers: BTreeMap::from([("traceparent".to_owned(), "00-abc-def-01".to_owned())]),
             created_at: Utc
                 .with_ymd_and_hms(2024, 5, 1, 12, 0, 0)

@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::{ClaimedEvent, FailedAttempt, Lease};
+use super::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
 use crate::Error;
 use crate::wakeup::Wakeup;
 
@@ -40,8 +40,8 @@ use crate::wakeup::Wakeup;
 /// - **At least once.** An event not acknowledged and not recorded as
 ///   failed is fetched again later, by this relay or by the next holder.
 pub trait EventSource: Send + Sync {
-    /// Pending events of `partitions` that are due, in id order, at most
-    /// `limit`, leaving out the ids in `exclude` (published, not yet
+    /// Pending events of `partitions` that are due, in id order, within
+    /// `limit` (the first event whatever its size), leaving out the ids in `exclude` (published, not yet
     /// marked). An event is also left out while an earlier event of its
     /// aggregate waits for a retry, or is dead and `hold_dead` is set.
     fn fetch_pending<'a>(
@@ -50,7 +50,7 @@ pub trait EventSource: Send + Sync {
         partitions: &'a [i32],
         exclude: &'a [i64],
         hold_dead: bool,
-        limit: i64,
+        limit: FetchLimit,
     ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>>;
 
     /// Mark `ids` published, only where the lease of the row's partition is

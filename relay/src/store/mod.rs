@@ -37,8 +37,8 @@ pub use postgres::PostgresStore;
 pub use sql_store::SqlStore;
 pub use sqlite::SqliteStore;
 pub use types::{
-    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, Lease, LiveLease, OutboxBacklog,
-    OutboxStatus, ReplayWindow, TopicStatus,
+    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, FetchLimit, Lease, LiveLease,
+    OutboxBacklog, OutboxStatus, ReplayWindow, TopicStatus,
 };
 
 use crate::Error;

@@ -15,7 +15,7 @@ use sqlx::{MySql, MySqlPool};
 
 use super::sql_store::Param::{
     self, AfterId, Dead, EventId, EventIds, ExcludedIds, HoldDead, LastError, Leases, Limit,
-    OlderThan, PartitionCount, Partitions, RelayId, RetryDelay, SelectedAggregateId,
+    MaxBytes, OlderThan, PartitionCount, Partitions, RelayId, RetryDelay, SelectedAggregateId,
     SelectedAggregateType, SelectedEventId, Since, TimeToLive, Topic, Until,
 };
 use super::sql_store::{
@@ -71,6 +71,7 @@ const STATEMENTS: Statements = Statements {
             ExcludedIds,
             HoldDead,
             Limit,
+            MaxBytes,
         ],
     ),
     mark_published: Statement::new(

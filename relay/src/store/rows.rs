@@ -3,6 +3,7 @@
 //! everywhere.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -63,6 +64,8 @@ where
 pub trait StoreRow: Row {
     /// A text column.
     fn text<'c>(&self, column: impl Into<Column<'c>>) -> Result<String, sqlx::Error>;
+    /// A text column, copied once out of the row into a shared string.
+    fn shared_text<'c>(&self, column: impl Into<Column<'c>>) -> Result<Arc<str>, sqlx::Error>;
     /// A nullable text column.
     fn optional_text<'c>(
         &self,
@@ -92,6 +95,7 @@ where
     for<'n> &'n str: ColumnIndex<R>,
     usize: ColumnIndex<R>,
     String: Decodes<R>,
+    for<'r> &'r str: Decode<'r, R::Database> + Type<R::Database>,
     Option<String>: Decodes<R>,
     i32: Decodes<R>,
     i64: Decodes<R>,
@@ -101,6 +105,13 @@ where
 {
     fn text<'c>(&self, column: impl Into<Column<'c>>) -> Result<String, sqlx::Error> {
         value(self, column)
+    }
+    fn shared_text<'c>(&self, column: impl Into<Column<'c>>) -> Result<Arc<str>, sqlx::Error> {
+        let text: &str = match column.into() {
+            Column::Named(name) => self.try_get(name)?,
+            Column::At(position) => self.try_get(position)?,
+        };
+        Ok(Arc::from(text))
     }
     fn optional_text<'c>(
         &self,
@@ -163,7 +174,7 @@ pub(crate) fn outbound_from_row<R: StoreRow>(row: &R) -> Result<OutboundEvent, s
         aggregate_type: row.text("aggregate_type")?,
         aggregate_id: row.text("aggregate_id")?,
         topic: row.text("topic")?,
-        payload: row.text("payload")?,
+        payload: row.shared_text("payload")?,
         headers: parse_headers(&event_id_text, &headers),
         created_at: row.time("created_at")?,
         attempts: row.int("attempts")?,

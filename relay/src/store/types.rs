@@ -32,6 +32,13 @@ pub struct ClaimedEvent {
     pub committed_at: Option<DateTime<Utc>>,
 }
 
+impl ClaimedEvent {
+    /// The bytes of its payload: what `max_batch_bytes` counts.
+    pub fn payload_bytes(&self) -> usize {
+        self.event.payload.len()
+    }
+}
+
 #[cfg(test)]
 impl ClaimedEvent {
     /// Event `id` of aggregate `order/aggregate_id`, to `topic`, for tests.
@@ -47,7 +54,7 @@ impl ClaimedEvent {
                 aggregate_type: "order".to_owned(),
                 aggregate_id: aggregate_id.to_owned(),
                 topic: topic.to_owned(),
-                payload: "{}".to_owned(),
+                payload: "{}".into(),
                 headers: Default::default(),
                 created_at: chrono::Utc::now(),
                 attempts: 0,
@@ -55,6 +62,34 @@ impl ClaimedEvent {
             },
             committed_at: None,
         }
+    }
+}
+
+/// How much one fetch may return: at most `events` events, whose payloads
+/// add up to at most `bytes`, except that a fetch returns its first event
+/// whatever the size of its payload (so an event larger than the cap goes
+/// out alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FetchLimit {
+    /// Most events.
+    pub events: i64,
+    /// Most payload bytes in all (the first event comes whatever its size).
+    pub bytes: i64,
+}
+
+impl FetchLimit {
+    /// At most `events` events, whatever their size.
+    pub fn events(events: i64) -> Self {
+        FetchLimit {
+            events,
+            bytes: i64::MAX,
+        }
+    }
+
+    /// At most `events` events and `bytes` payload bytes.
+    pub fn new(events: i64, bytes: i64) -> Self {
+        FetchLimit { events, bytes }
     }
 }
 

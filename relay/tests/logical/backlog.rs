@@ -75,17 +75,7 @@ async fn writer_before_relay_through_kills(broker: &str, collected: Collected, t
     let pool = database.db.pool();
     let stop_writing = CancellationToken::new();
     let writers = spawn_writers(pool, target, 2, writer_plan(300), &stop_writing);
-    assert!(
-        wait_until(WAIT, || async {
-            database
-                .db
-                .count("SELECT COUNT(*) FROM outbox_events")
-                .await
-                > 100
-        })
-        .await,
-        "the writers commit"
-    );
+    database.until_committed(100).await;
     for _ in 0..4 {
         let relay = database.spawn_relay(broker);
         let before = collected.distinct_ids().len();

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use outbox_relay::logical::{LogicalSource, SlotName, prepare};
 use outbox_relay::store::OperatorStore;
-use outbox_relay::store::{ClaimedEvent, EventSource, Lease, LeaseStore, PostgresStore};
+use outbox_relay::store::{
+    ClaimedEvent, EventSource, FetchLimit, Lease, LeaseStore, PostgresStore,
+};
 use outbox_testkit::{ReplicationSlotGuard, TestDatabase, unique_slot_name};
 
 use outbox_testkit::Collected;
@@ -96,10 +98,18 @@ impl LogicalDatabase {
 
     /// A source on this database's slot.
     pub fn source(&self) -> Arc<LogicalSource> {
-        Arc::new(
-            LogicalSource::new(Arc::clone(&self.store), self.db.url(), self.slot.clone())
-                .expect("source"),
-        )
+        Arc::new(self.new_source())
+    }
+
+    /// A source on this database's slot whose stream buffers at most
+    /// `bytes` of payloads.
+    pub fn source_buffering(&self, bytes: usize) -> Arc<LogicalSource> {
+        Arc::new(self.new_source().with_buffer_bytes(bytes))
+    }
+
+    fn new_source(&self) -> LogicalSource {
+        LogicalSource::new(Arc::clone(&self.store), self.db.url(), self.slot.clone())
+            .expect("source")
     }
 
     /// The slot's confirmed position, as `pg_lsn` text ordered by value.
@@ -160,6 +170,17 @@ impl LogicalDatabase {
             .expect("run recover-slot")
     }
 
+    /// Wait until more than `events` rows are in the outbox table.
+    pub async fn until_committed(&self, events: i64) {
+        assert!(
+            wait_until(WAIT, || async {
+                self.db.count("SELECT COUNT(*) FROM outbox_events").await > events
+            })
+            .await,
+            "the writers commit more than {events} events"
+        );
+    }
+
     /// The database's clock, as RFC 3339.
     pub async fn database_now(&self) -> String {
         let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
@@ -214,7 +235,7 @@ pub async fn fetch_at_least(source: &LogicalSource, count: usize) -> Vec<Claimed
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let fetched = source
-            .fetch_pending(1, &[0], &[], true, 1000)
+            .fetch_pending(1, &[0], &[], true, FetchLimit::events(1000))
             .await
             .expect("fetch");
         if fetched.len() >= count || tokio::time::Instant::now() > deadline {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use outbox_relay::store::{EventSource, LeaseStore};
+use outbox_relay::store::{EventSource, FetchLimit, LeaseStore};
 use sqlx::Acquire;
 
 use crate::harness::{LogicalDatabase, WAIT, acquire, fetch_at_least, insert_event};
@@ -141,4 +141,77 @@ async fn a_failure_recorded_before_a_restart_does_not_hold_the_slot_after_it() {
         .release_leases("relay-a", &leases)
         .await
         .expect("release");
+}
+
+/// The stream stops reading once its buffer holds `max_batch_bytes` of
+/// payloads, and reads on as they are settled; a fetch from it stops at
+/// its byte cap, its first event whatever the size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_buffer_and_its_fetches_are_bounded_by_payload_bytes() {
+    let database = LogicalDatabase::new().await;
+    // Each payload is about 35 bytes: three fill 100.
+    let source = database.source_buffering(100);
+    let leases = acquire(&source, "relay-a").await;
+    let mut ids = Vec::new();
+    for sequence in 0..10 {
+        let mut transaction = database.db.pool().begin().await.expect("begin");
+        let connection = transaction.acquire().await.expect("conn");
+        ids.push(insert_event(connection, "t", &format!("a-{sequence}"), sequence).await);
+        transaction.commit().await.expect("commit");
+    }
+    let first = fetch_at_least(&source, 3).await;
+    assert_eq!(
+        first
+            .iter()
+            .map(|claimed| claimed.event.id)
+            .collect::<Vec<_>>(),
+        ids[..3],
+        "the buffer holds three transactions"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        source.unsettled_events(),
+        3,
+        "the stream reads no further while the buffer is full"
+    );
+    let capped = source
+        .fetch_pending(1, &[0], &[], true, FetchLimit::new(100, 1))
+        .await
+        .expect("fetch");
+    assert_eq!(
+        capped
+            .iter()
+            .map(|claimed| claimed.event.id)
+            .collect::<Vec<_>>(),
+        ids[..1],
+        "a fetch returns its first event whatever its size"
+    );
+    let two = i64::try_from(first[0].payload_bytes() + first[1].payload_bytes()).expect("size");
+    let fitting = source
+        .fetch_pending(1, &[0], &[], true, FetchLimit::new(100, two))
+        .await
+        .expect("fetch");
+    assert_eq!(
+        fitting
+            .iter()
+            .map(|claimed| claimed.event.id)
+            .collect::<Vec<_>>(),
+        ids[..2],
+        "then as many as fit"
+    );
+    assert_eq!(
+        source
+            .mark_published("relay-a", 1, &leases, &ids[..3])
+            .await
+            .expect("mark"),
+        3
+    );
+    let next = fetch_at_least(&source, 3).await;
+    assert_eq!(
+        next.iter()
+            .map(|claimed| claimed.event.id)
+            .collect::<Vec<_>>(),
+        ids[3..6],
+        "settled events make room for the next ones"
+    );
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use outbox_testkit::{Collected, rabbitmq, unique_name};
 use tokio_util::sync::CancellationToken;
 
-use crate::harness::{DELIVERY_WAIT, LogicalDatabase, WAIT, all_arrive, stop};
+use crate::harness::{DELIVERY_WAIT, LogicalDatabase, all_arrive, stop};
 use crate::support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use crate::support::workload::{WriterPlan, events_without_failures, join_writers, spawn_writers};
 
@@ -45,17 +45,7 @@ async fn switching_relays_between_sources_while_others_run_loses_nothing() {
         pause: Duration::from_millis(20),
     };
     let writers = spawn_writers(pool, &exchange, 2, plan, &stop_writing);
-    assert!(
-        wait_until(WAIT, || async {
-            database
-                .db
-                .count("SELECT COUNT(*) FROM outbox_events")
-                .await
-                > 50
-        })
-        .await,
-        "the writers commit"
-    );
+    database.until_committed(50).await;
 
     let mut switched = polling();
     let mut kept = polling();

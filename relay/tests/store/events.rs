@@ -3,10 +3,77 @@
 use std::time::Duration;
 
 use outbox_relay::Wakeup;
-use outbox_relay::store::{DeadSelector, FailedAttempt};
+use outbox_relay::store::{DeadSelector, FailedAttempt, FetchLimit};
 use outbox_testkit::TestDatabase;
 
 use super::{LONG, StoreBackend, enqueue, lease_all_and_fetch, partitions};
+
+/// A fetch returns the longest run of events, in id order, whose payloads
+/// fit its byte cap, and always its first event, whatever its size.
+pub(crate) async fn a_fetch_stops_at_its_byte_cap<DB: StoreBackend>(db: &TestDatabase<DB>) {
+    let store = DB::store(db);
+    store.migrate().await.expect("migrate");
+    let partition_count = store.partition_count().await.expect("partition count");
+    let large = "l".repeat(250);
+    enqueue(db, &[("a", 1), (large.as_str(), 2), ("c", 3), ("d", 4)]).await;
+    let leases = store
+        .acquire_leases("relay", 1000, LONG)
+        .await
+        .expect("acquire");
+    let all = partitions(&leases);
+    let fetch = async |exclude: &[i64], limit: FetchLimit| -> Vec<i64> {
+        store
+            .fetch_pending(partition_count, &all, exclude, true, limit)
+            .await
+            .expect("fetch")
+            .iter()
+            .map(|claimed| claimed.event.id)
+            .collect()
+    };
+    let uncapped = store
+        .fetch_pending(partition_count, &all, &[], true, FetchLimit::events(100))
+        .await
+        .expect("fetch");
+    assert_eq!(uncapped.len(), 4);
+    let ids: Vec<i64> = uncapped.iter().map(|claimed| claimed.event.id).collect();
+    let sizes: Vec<i64> = uncapped
+        .iter()
+        .map(|claimed| i64::try_from(claimed.payload_bytes()).expect("size"))
+        .collect();
+    assert!(sizes[1] > 250 && sizes[0] < 100, "the payloads: {sizes:?}");
+    let three = sizes[0] + sizes[1] + sizes[2];
+
+    assert_eq!(
+        fetch(&[], FetchLimit::new(100, three)).await,
+        ids[..3],
+        "a cap of exactly three payloads returns three"
+    );
+    assert_eq!(
+        fetch(&[], FetchLimit::new(100, three - 1)).await,
+        ids[..2],
+        "a byte short of three, two"
+    );
+    assert_eq!(
+        fetch(&[], FetchLimit::new(100, sizes[0] + sizes[1] - 1)).await,
+        ids[..1],
+        "the cut is a prefix: small events behind the large one wait for it"
+    );
+    assert_eq!(
+        fetch(&[], FetchLimit::new(100, 1)).await,
+        ids[..1],
+        "the first event comes whatever its size"
+    );
+    assert_eq!(
+        fetch(&ids[..1], FetchLimit::new(100, 1)).await,
+        ids[1..2],
+        "an event larger than the cap comes alone"
+    );
+    assert_eq!(
+        fetch(&[], FetchLimit::new(2, i64::MAX)).await,
+        ids[..2],
+        "the event count still bounds the fetch"
+    );
+}
 
 pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBackend>(
     db: &TestDatabase<DB>,
@@ -22,7 +89,7 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
     let all = partitions(&leases);
 
     let fetched = store
-        .fetch_pending(partition_count, &all, &[], true, 100)
+        .fetch_pending(partition_count, &all, &[], true, FetchLimit::events(100))
         .await
         .expect("fetch");
     let order: Vec<&str> = fetched
@@ -36,7 +103,13 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
     );
     let in_flight = [fetched[0].event.id, fetched[3].event.id];
     let rest = store
-        .fetch_pending(partition_count, &all, &in_flight, true, 100)
+        .fetch_pending(
+            partition_count,
+            &all,
+            &in_flight,
+            true,
+            FetchLimit::events(100),
+        )
         .await
         .expect("fetch");
     let rest_ids: Vec<i64> = rest.iter().map(|claimed| claimed.event.id).collect();
@@ -57,7 +130,7 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
         fetched[3].event.id,
     ];
     let around = store
-        .fetch_pending(partition_count, &all, &run, true, 100)
+        .fetch_pending(partition_count, &all, &run, true, FetchLimit::events(100))
         .await
         .expect("fetch");
     let around_ids: Vec<i64> = around.iter().map(|claimed| claimed.event.id).collect();
@@ -93,7 +166,7 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
     );
 
     let held = store
-        .fetch_pending(partition_count, &all, &[], true, 100)
+        .fetch_pending(partition_count, &all, &[], true, FetchLimit::events(100))
         .await
         .expect("fetch");
     let held_order: Vec<&str> = held
@@ -107,7 +180,7 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
     );
 
     let skipped = store
-        .fetch_pending(partition_count, &all, &[], false, 100)
+        .fetch_pending(partition_count, &all, &[], false, FetchLimit::events(100))
         .await
         .expect("fetch");
     let skipped_order: Vec<&str> = skipped
@@ -136,7 +209,7 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
     let selector = DeadSelector::EventId(dead[0].event_id.clone());
     assert_eq!(store.retry_dead(&selector).await.expect("retry"), 1);
     let after_retry = store
-        .fetch_pending(partition_count, &all, &[], true, 100)
+        .fetch_pending(partition_count, &all, &[], true, FetchLimit::events(100))
         .await
         .expect("fetch");
     let after_retry_order: Vec<&str> = after_retry

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use outbox_relay::store::FailedAttempt;
+use outbox_relay::store::{FailedAttempt, FetchLimit};
 use outbox_testkit::TestDatabase;
 
 use super::{LONG, StoreBackend, enqueue, partitions};
@@ -33,7 +33,13 @@ pub(crate) async fn a_lost_lease_cannot_mark_or_fail_rows<DB: StoreBackend>(db: 
         "live leases are not taken"
     );
     let fetched = store
-        .fetch_pending(partition_count, &partitions(&old), &[], true, 100)
+        .fetch_pending(
+            partition_count,
+            &partitions(&old),
+            &[],
+            true,
+            FetchLimit::events(100),
+        )
         .await
         .expect("fetch");
     assert_eq!(fetched.len(), 3);
@@ -124,7 +130,13 @@ pub(crate) async fn the_same_owner_with_an_old_token_is_fenced_out<DB: StoreBack
         .await
         .expect("acquire");
     let fetched = store
-        .fetch_pending(partition_count, &partitions(&old), &[], true, 100)
+        .fetch_pending(
+            partition_count,
+            &partitions(&old),
+            &[],
+            true,
+            FetchLimit::events(100),
+        )
         .await
         .expect("fetch");
     let ids: Vec<i64> = fetched.iter().map(|claimed| claimed.event.id).collect();

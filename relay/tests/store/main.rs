@@ -13,14 +13,15 @@ use std::time::Duration;
 
 use outbox::Event;
 use outbox_relay::store::{
-    ClaimedEvent, FailedAttempt, Lease, MySqlStore, OutboxStore, PostgresStore, SqliteStore,
+    ClaimedEvent, FailedAttempt, FetchLimit, Lease, MySqlStore, OutboxStore, PostgresStore,
+    SqliteStore,
 };
 use outbox_testkit::{TestBackend, TestDatabase};
 use serde::Serialize;
 
 use events::{
     a_commit_raises_the_watched_wakeup_where_the_backend_notifies,
-    a_failed_event_holds_back_its_aggregate_only,
+    a_failed_event_holds_back_its_aggregate_only, a_fetch_stops_at_its_byte_cap,
     a_hand_written_created_at_is_read_as_the_same_instant,
 };
 use leases::{
@@ -78,7 +79,13 @@ pub(crate) async fn lease_all_and_fetch(
         .await
         .expect("acquire");
     let fetched = store
-        .fetch_pending(partition_count, &partitions(&leases), &[], true, 100)
+        .fetch_pending(
+            partition_count,
+            &partitions(&leases),
+            &[],
+            true,
+            FetchLimit::events(100),
+        )
         .await
         .expect("fetch");
     (leases, fetched)
@@ -150,6 +157,7 @@ outbox_testkit::test_on_every_backend!(
     concurrent_acquirers_split_the_partitions,
     heartbeat_counts_live_relays_and_deregister_forgets_one,
     a_failed_event_holds_back_its_aggregate_only,
+    a_fetch_stops_at_its_byte_cap,
     a_hand_written_created_at_is_read_as_the_same_instant,
     a_commit_raises_the_watched_wakeup_where_the_backend_notifies,
     retention_deletes_only_old_published_events,

@@ -35,7 +35,7 @@ pub fn outbound_event(topic: &str, aggregate_id: &str, sequence: usize) -> Outbo
         aggregate_type: "order".to_owned(),
         aggregate_id: aggregate_id.to_owned(),
         topic: topic.to_owned(),
-        payload: format!(r#"{{"aggregate":"{aggregate_id}","sequence":{sequence}}}"#),
+        payload: format!(r#"{{"aggregate":"{aggregate_id}","sequence":{sequence}}}"#).into(),
         headers,
         created_at: Utc::now().trunc_subsecs(6),
         attempts: 0,

@@ -73,7 +73,7 @@ async fn start(
     // A database that cannot stream is refused before the broker is
     // reached and before anything is read.
     let logical = match &slot {
-        Some(slot) => Some(open_logical_source(&database_url, slot, skip_migrate).await?),
+        Some(slot) => Some(open_logical_source(&database_url, slot, skip_migrate, &config).await?),
         None => None,
     };
     let publisher: Arc<dyn Publisher> = build_publisher(&broker_url, &config).await?;
@@ -267,10 +267,12 @@ async fn supervise(
 
 /// Check that the database can stream from `slot`, migrate it (unless
 /// `skip_migrate`), and create the slot and its publication when missing.
+/// The stream's buffer holds `max_batch_bytes` of payloads.
 async fn open_logical_source(
     database_url: &DatabaseUrl,
     slot: &SlotName,
     skip_migrate: bool,
+    config: &RelayConfig,
 ) -> Result<(Arc<PostgresStore>, Arc<LogicalSource>), Error> {
     let postgres =
         Arc::new(PostgresStore::connect_with(database_url.as_str(), Connections::KeptOpen).await?);
@@ -279,7 +281,8 @@ async fn open_logical_source(
         postgres.migrate().await?;
     }
     logical::prepare(postgres.pool(), slot).await?;
-    let source = LogicalSource::new(Arc::clone(&postgres), database_url.as_str(), slot.clone())?;
+    let source = LogicalSource::new(Arc::clone(&postgres), database_url.as_str(), slot.clone())?
+        .with_buffer_bytes(usize::try_from(config.max_batch_bytes).unwrap_or(usize::MAX));
     tracing::info!(slot = %slot, "events come from the replication slot");
     Ok((postgres, Arc::new(source)))
 }
@@ -305,6 +308,7 @@ pub fn relay_settings(relay_id: String, config: &RelayConfig) -> RelaySettings {
         lease_duration: config.lease_duration,
         dispatch: DispatchSettings {
             batch_size: i64::from(config.batch_size()),
+            max_batch_bytes: i64::try_from(config.max_batch_bytes).unwrap_or(i64::MAX),
             publish_timeout: config.publish_timeout,
             retry: RetryPolicy {
                 base_delay: config.retry.base_delay,

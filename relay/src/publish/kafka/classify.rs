@@ -30,8 +30,10 @@ impl KafkaPublisher {
             RDKafkaErrorCode::MessageSizeTooLarge
             | RDKafkaErrorCode::InvalidMessageSize
             | RDKafkaErrorCode::MessageBatchTooLarge => PublishFailure::Rejected(format!(
-                "kafka message too large for topic {topic} ({} payload bytes): {code}",
-                event.payload.len()
+                "kafka message too large for topic {topic}: {} payload bytes, over the \
+                 producer's message.max.bytes of {} or the topic's max.message.bytes: {code}",
+                event.payload.len(),
+                self.config.message_max_bytes()
             )),
             RDKafkaErrorCode::TopicAuthorizationFailed => {
                 PublishFailure::Rejected(format!("not authorized to write to kafka topic {topic}"))
@@ -105,7 +107,7 @@ mod tests {
             aggregate_type: "order".to_owned(),
             aggregate_id: "42".to_owned(),
             topic: "orders".to_owned(),
-            payload: "{}".to_owned(),
+            payload: "{}".into(),
             headers: Default::default(),
             created_at: chrono::Utc::now(),
             attempts: 0,

@@ -51,6 +51,15 @@ impl KafkaPublisherConfig {
         }
     }
 
+    /// The producer's `message.max.bytes`: the client option when set,
+    /// else librdkafka's default, 1,000,000.
+    pub(super) fn message_max_bytes(&self) -> u64 {
+        self.client_options
+            .get("message.max.bytes")
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or(1_000_000)
+    }
+
     /// The librdkafka configuration of the producer.
     pub(super) fn producer_config(&self) -> ClientConfig {
         let mut config = ClientConfig::new();

@@ -57,7 +57,7 @@ mod tests {
             aggregate_type: "order".to_owned(),
             aggregate_id: "42".to_owned(),
             topic: "orders".to_owned(),
-            payload: "{}".to_owned(),
+            payload: "{}".into(),
             headers: Default::default(),
             created_at: chrono::Utc::now(),
             attempts: 0,

@@ -111,7 +111,7 @@ impl KafkaPublisher {
             }
             let record = FutureRecord::to(&event.topic)
                 .key(event.aggregate_id.as_str())
-                .payload(event.payload.as_str())
+                .payload(&*event.payload)
                 .headers(kafka_headers(cloud_event, event));
             self.send_record(&mut batch, events, index, record).await;
             if matches!(batch.outcomes[index], Some(Err(_))) {

@@ -7,13 +7,13 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::Param::{
-    Dead, EventId, EventIds, ExcludedIds, HoldDead, LastError, Leases, Limit, PartitionCount,
-    Partitions, RelayId, RetryDelay,
+    Dead, EventId, EventIds, ExcludedIds, HoldDead, LastError, Leases, Limit, MaxBytes,
+    PartitionCount, Partitions, RelayId, RetryDelay,
 };
 use super::{Dialect, On, SqlDatabase, SqlStore, Values, commit, execute, on_either};
 use crate::Error;
-use crate::store::rows::{claimed_from_row, leases_json, map_rows};
-use crate::store::{ClaimedEvent, EventSource, FailedAttempt, Lease};
+use crate::store::rows::{claimed_from_row, leases_json};
+use crate::store::{ClaimedEvent, EventSource, FailedAttempt, FetchLimit, Lease};
 use crate::wakeup::Wakeup;
 
 /// The values of the batch loop's fetch.
@@ -22,14 +22,15 @@ pub(super) fn fetch_pending_values<D: Dialect>(
     partitions: &[i32],
     exclude: &[i64],
     hold_dead: bool,
-    limit: i64,
+    limit: FetchLimit,
 ) -> Values<D::Database> {
     Values::new()
         .with(PartitionCount, D::Database::int(partition_count))
         .with(Partitions, D::partition_list(partitions))
         .with(ExcludedIds, D::id_list(exclude))
         .with(HoldDead, D::Database::flag(hold_dead))
-        .with(Limit, D::Database::bigint(limit))
+        .with(Limit, D::Database::bigint(limit.events))
+        .with(MaxBytes, D::Database::bigint(limit.bytes))
 }
 
 impl<D: Dialect> EventSource for SqlStore<D> {
@@ -39,7 +40,7 @@ impl<D: Dialect> EventSource for SqlStore<D> {
         partitions: &'a [i32],
         exclude: &'a [i64],
         hold_dead: bool,
-        limit: i64,
+        limit: FetchLimit,
     ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>> {
         Box::pin(async move {
             if partitions.is_empty() {
@@ -58,7 +59,11 @@ impl<D: Dialect> EventSource for SqlStore<D> {
             )
             .await?;
             commit(transaction).await?;
-            Ok(map_rows(&rows, claimed_from_row)?)
+            // Each row is dropped once mapped: the batch is held once.
+            Ok(rows
+                .into_iter()
+                .map(|row| claimed_from_row(&row))
+                .collect::<Result<_, _>>()?)
         })
     }
 

@@ -7,6 +7,7 @@ use sqlx::{Database, Pool};
 use super::events::fetch_pending_values;
 use super::{Dialect, SqlStore};
 use crate::Error;
+use crate::store::FetchLimit;
 
 /// A dialect whose database explains a statement's plan as JSON.
 pub trait ExplainFetch: Dialect {
@@ -33,6 +34,7 @@ impl<D: ExplainFetch> SqlStore<D> {
         hold_dead: bool,
         limit: i64,
     ) -> Result<serde_json::Value, Error> {
+        let limit = FetchLimit::events(limit);
         let values = fetch_pending_values::<D>(partition_count, partitions, &[], hold_dead, limit);
         let arguments = values.arguments(&D::STATEMENTS.fetch_pending)?;
         D::explain_fetch(&self.pool, arguments).await

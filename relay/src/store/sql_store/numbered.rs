@@ -3,9 +3,9 @@
 //! statement in one order, written here once.
 
 use super::Param::{
-    AfterId, EventId, EventIds, ExcludedIds, HoldDead, LastError, Leases, Limit, OlderThan,
-    PartitionCount, Partitions, RelayId, RetryDelay, SelectedAggregateId, SelectedAggregateType,
-    SelectedEventId, Since, TimeToLive, Topic, Until,
+    AfterId, EventId, EventIds, ExcludedIds, HoldDead, LastError, Leases, Limit, MaxBytes,
+    OlderThan, PartitionCount, Partitions, RelayId, RetryDelay, SelectedAggregateId,
+    SelectedAggregateType, SelectedEventId, Since, TimeToLive, Topic, Until,
 };
 use super::{LeaseStatements, Param, Statement, Statements};
 
@@ -56,7 +56,14 @@ impl Statements {
             release_leases: Statement::new(sql.release_leases, &[RelayId, Leases]),
             fetch_pending: Statement::new(
                 sql.fetch_pending,
-                &[PartitionCount, Partitions, HoldDead, Limit, ExcludedIds],
+                &[
+                    PartitionCount,
+                    Partitions,
+                    HoldDead,
+                    Limit,
+                    ExcludedIds,
+                    MaxBytes,
+                ],
             ),
             mark_published: Statement::new(
                 sql.mark_published,

@@ -12,6 +12,8 @@ pub enum Param {
     TimeToLive,
     /// How many rows at most (partitions to take, batch or page size).
     Limit,
+    /// How many payload bytes a fetch returns at most, past its first event.
+    MaxBytes,
     /// The leases the call is fenced by, a JSON array.
     Leases,
     /// Partition numbers.
