@@ -91,10 +91,13 @@ impl LogicalSource {
     /// [`DEFAULT_MAX_BATCH_BYTES`](crate::config::DEFAULT_MAX_BATCH_BYTES)):
     /// the stream stops reading while it is full, and the slot keeps the
     /// rest. Events stay in the buffer until they are settled, so those in
-    /// flight to the broker count too. Call it before the stream starts.
+    /// flight to the broker count too. The replication client reads one
+    /// message ahead per 512 KiB of it (16 at least). Call it before the
+    /// stream starts.
     #[must_use]
     pub fn with_buffer_bytes(mut self, max_bytes: usize) -> Self {
         self.received = Arc::new(Received::with_max_bytes(max_bytes));
+        self.target = self.target.reading_ahead_within(max_bytes);
         self
     }
 

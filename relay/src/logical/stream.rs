@@ -123,8 +123,26 @@ impl StreamTarget {
         .with_wakeup_interval(IDLE_WAKEUP_INTERVAL)
         .with_options(SESSION_OPTIONS)
         .with_application_name(STREAM_APPLICATION_NAME);
-        Ok(StreamTarget { config })
+        Ok(StreamTarget { config }.reading_ahead_within(
+            usize::try_from(crate::config::DEFAULT_MAX_BATCH_BYTES).unwrap_or(usize::MAX),
+        ))
     }
+
+    /// Let the replication client read at most [`messages_ahead`] messages
+    /// ahead of the stream for a buffer of `max_bytes`. The client's queue
+    /// counts messages, not bytes (8,192 by default: 7 GB of 900 KB rows),
+    /// so it is kept short enough that rows of up to 512 KiB fill it with
+    /// `max_bytes` at most.
+    pub(crate) fn reading_ahead_within(mut self, max_bytes: usize) -> Self {
+        self.config = self.config.with_buffer_size(messages_ahead(max_bytes));
+        self
+    }
+}
+
+/// Messages the replication client may queue ahead of the stream: one per
+/// 512 KiB of `max_bytes`, from 16 to 8,192.
+pub(crate) fn messages_ahead(max_bytes: usize) -> usize {
+    (max_bytes / (512 << 10)).clamp(16, 8192)
 }
 
 fn percent_decode(text: &str) -> Result<String, ()> {

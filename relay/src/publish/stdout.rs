@@ -63,7 +63,14 @@ impl<W: Write + Send> StdoutPublisher<W> {
 
     fn publish_batch(&self, events: &[OutboundEvent]) -> Vec<Result<(), PublishFailure>> {
         let mut outcomes: Vec<Result<(), PublishFailure>> = Vec::with_capacity(events.len());
-        let mut buffer: Vec<u8> = Vec::with_capacity(events.len() * 512);
+        // Sized once: growing by doubling would hold the old and the new
+        // buffer at once, three times the batch's payloads.
+        let mut buffer: Vec<u8> = Vec::with_capacity(
+            events
+                .iter()
+                .map(|event| event.payload.len() + LINE_OVERHEAD)
+                .sum(),
+        );
         let mut holds = AggregateHolds::default();
         for event in events {
             let outcome = match holds.held(event) {
@@ -101,6 +108,9 @@ impl<W: Write + Send> StdoutPublisher<W> {
         outcomes
     }
 }
+
+/// Room for one line's attributes, beside its payload.
+const LINE_OVERHEAD: usize = 512;
 
 /// Append `event` as one JSON line to `buffer`.
 fn append_line(buffer: &mut Vec<u8>, event: &OutboundEvent) -> Result<(), PublishFailure> {
