@@ -15,6 +15,10 @@
 # Knobs (environment):
 #   OUTBOX_TEST_POSTGRES_URL, OUTBOX_TEST_MYSQL_URL, OUTBOX_TEST_AMQP_URL,
 #   OUTBOX_TEST_KAFKA_BROKERS   kept when already set
+#   OUTBOX_TEST_RABBITMQ_SERVER RabbitMQ's own start script, for the tests'
+#                               private node (default
+#                               /usr/lib/rabbitmq/bin/rabbitmq-server; installed
+#                               with apt-get when missing and run as root)
 #   OUTBOX_SKIP_SERVICES=1      do not check or start any service
 #   OUTBOX_SERVICE_TIMEOUT      seconds to wait for each service (default 60)
 #   OUTBOX_TOOLS_DIR            where tansu is installed (default <repo>/.tools)
@@ -367,6 +371,25 @@ ensure_openssl_headers() {
     fi
 }
 ensure_openssl_headers
+
+# The oversized-event test on RabbitMQ runs a node of its own (a small
+# max_message_size) from RabbitMQ's own start script, not the shared broker:
+# that script must be installed even when OUTBOX_TEST_AMQP_URL points at a
+# broker elsewhere.
+ensure_private_rabbitmq_server() {
+    local script=${OUTBOX_TEST_RABBITMQ_SERVER:-/usr/lib/rabbitmq/bin/rabbitmq-server}
+    if [[ -f $script ]]; then
+        return
+    fi
+    if [[ -z ${OUTBOX_TEST_RABBITMQ_SERVER:-} ]] && have apt-get && [[ $(id -u) == 0 ]]; then
+        log "installing rabbitmq-server (its start script runs the tests' private RabbitMQ node)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >&2 \
+            || die "could not install rabbitmq-server; install it and run again"
+    else
+        die "$script is missing: the tests run a private RabbitMQ node from it (Debian: apt-get install rabbitmq-server; elsewhere point OUTBOX_TEST_RABBITMQ_SERVER at RabbitMQ's sbin/rabbitmq-server)"
+    fi
+}
+ensure_private_rabbitmq_server
 
 log "cargo fmt --all -- --check"
 cargo fmt --all -- --check

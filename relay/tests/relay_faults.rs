@@ -514,57 +514,6 @@ async fn under_the_skip_policy_a_dead_event_lets_its_aggregate_continue() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_event_over_the_kafka_size_limit_is_dead_lettered() {
-    let db = outbox_testkit::postgres().await;
-    let topic = unique_name("oversized");
-    let collected = kafka::topic_consumer(&topic, 1).await;
-    outbox::migrate(db.pool()).await.expect("migrate");
-    let mut tx = db.pool().begin().await.expect("begin");
-    let big = serde_json::value::to_raw_value(&serde_json::json!({ "blob": "x".repeat(20_000) }))
-        .expect("payload");
-    let small = serde_json::value::to_raw_value(&serde_json::json!({ "n": 1 })).expect("payload");
-    let messages = vec![
-        outbox::OutboxMessage::new("blob.stored", "/blobs", "blob", "big", &topic, big),
-        outbox::OutboxMessage::new("blob.stored", "/blobs", "blob", "small", &topic, small),
-    ];
-    let ids = outbox::OutboxWriter::new()
-        .enqueue_messages(&mut tx, messages)
-        .await
-        .expect("enqueue");
-    tx.commit().await.expect("commit");
-
-    let config = format!("{FAST_CONFIG}\n[kafka.options]\n\"message.max.bytes\" = \"10000\"\n");
-    let _relay = RelayProcess::spawn(db.url(), &kafka_broker(), &config);
-    assert!(
-        wait_until(Duration::from_secs(60), || async {
-            db.count(
-                "SELECT COUNT(*) FROM outbox_events WHERE state = 'dead' AND aggregate_id = 'big'",
-            )
-            .await
-                == 1
-        })
-        .await,
-        "the oversized event is dead-lettered"
-    );
-    assert!(
-        wait_until(Duration::from_secs(30), || async {
-            collected
-                .snapshot()
-                .iter()
-                .any(|message| message.ce_id == ids[1].to_string())
-        })
-        .await,
-        "the other aggregate is published"
-    );
-    assert!(
-        !collected
-            .snapshot()
-            .iter()
-            .any(|message| message.ce_id == ids[0].to_string())
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_that_cannot_start_exits_with_the_reason() {
     let db = outbox_testkit::postgres().await;

@@ -9,6 +9,9 @@
 //! [`kafka`] and [`rabbitmq`] hold the broker side: topics, exchanges and
 //! queues of each test's own, producers and publishers that write as the
 //! relay does, and consumers that collect what arrived ([`Collected`]).
+//! [`PrivateRabbitMq`] runs a RabbitMQ node of one test's own, for broker
+//! settings the shared one keeps at their defaults (a small
+//! `max_message_size`).
 //!
 //! A service that cannot be reached fails the test with a message naming it
 //! and `scripts/test.sh --services-only`; nothing is skipped. Services are
@@ -30,6 +33,7 @@ pub mod kafka;
 mod proxy;
 mod query;
 pub mod rabbitmq;
+mod rabbitmq_private;
 mod received;
 mod services;
 mod slots;
@@ -37,6 +41,7 @@ mod slots;
 pub use database::{TestDatabase, mysql, postgres, sqlite, sqlite_unopened};
 pub use proxy::TcpProxy;
 pub use query::TestBackend;
+pub use rabbitmq_private::{DEFAULT_RABBITMQ_SERVER, PrivateRabbitMq};
 pub use received::{Collected, Received};
 pub use services::unique_name;
 pub use slots::{ReplicationSlotGuard, unique_slot_name};

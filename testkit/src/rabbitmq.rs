@@ -225,6 +225,34 @@ pub async fn exchange_consumer(exchange: &str) -> Collected {
 /// broker returns messages whose routing key it does not match.
 pub async fn exchange_consumer_bound_with(exchange: &str, binding_key: &str) -> Collected {
     let connection = require_rabbitmq().await;
+    consume_exchange(connection, amqp_url(), exchange, binding_key).await
+}
+
+/// As [`exchange_consumer`], on the broker at `url` instead of the shared
+/// one (such as a [`crate::PrivateRabbitMq`]).
+///
+/// # Panics
+/// When that broker does not answer within 10 s.
+pub async fn exchange_consumer_at(url: &str, exchange: &str) -> Collected {
+    let connecting = Connection::connect(url, ConnectionProperties::default());
+    let connection = match tokio::time::timeout(Duration::from_secs(10), connecting).await {
+        Ok(Ok(connection)) => connection,
+        Ok(Err(error)) => panic!("RabbitMQ is not reachable at {url}: {error}"),
+        Err(_) => panic!("RabbitMQ did not answer at {url} within 10 s"),
+    };
+    consume_exchange(connection, url.to_owned(), exchange, "#").await
+}
+
+/// Over `connection` to the broker at `url`: declare a durable topic
+/// exchange and a durable queue `<exchange>.all` bound to it by
+/// `binding_key`, and consume the queue in the background (manual ack),
+/// reconnecting to `url` when the connection is lost.
+async fn consume_exchange(
+    connection: Connection,
+    url: String,
+    exchange: &str,
+    binding_key: &str,
+) -> Collected {
     let channel = connection.create_channel().await.expect("channel");
     declare_topic_exchange(&channel, exchange).await;
     let queue = format!("{exchange}.all");
@@ -237,15 +265,13 @@ pub async fn exchange_consumer_bound_with(exchange: &str, binding_key: &str) -> 
         loop {
             let active = match connection.take() {
                 Some(connection) => connection,
-                None => {
-                    match Connection::connect(&amqp_url(), ConnectionProperties::default()).await {
-                        Ok(connection) => connection,
-                        Err(_) => {
-                            tokio::time::sleep(Duration::from_millis(200)).await;
-                            continue;
-                        }
+                None => match Connection::connect(&url, ConnectionProperties::default()).await {
+                    Ok(connection) => connection,
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
                     }
-                }
+                },
             };
             consume_until_lost(&active, &queue, &sink).await;
             tokio::time::sleep(Duration::from_millis(200)).await;

@@ -9,9 +9,10 @@
 //! Broker-specific behaviour stays in `publish_kafka.rs` (missing topics,
 //! oversized messages against `message.max.bytes`, TLS, fatal errors) and
 //! `publish_rabbitmq.rs` (routing keys, unroutable and missing exchanges,
-//! lost connections). An oversized event is a Kafka case only: RabbitMQ's
-//! limit is the shared broker's `max_message_size` (128 MiB) and stdout has
-//! none.
+//! lost connections). An oversized event is a Kafka case here: RabbitMQ's
+//! limit is the broker's own `max_message_size`, 128 MiB on the shared
+//! broker, so its case runs through the relay binary on a private node in
+//! `relay/tests/oversized_events.rs` (beside Kafka's); stdout has none.
 
 mod kafka;
 mod rabbitmq;
