@@ -118,6 +118,52 @@ impl Publisher for RecordingPublisher {
     }
 }
 
+/// A broker that cannot be reached: every event is unavailable. Counts the
+/// publishes it was asked for.
+#[derive(Default)]
+struct UnreachablePublisher {
+    publishes: std::sync::atomic::AtomicUsize,
+}
+
+impl Publisher for UnreachablePublisher {
+    fn publish<'a>(
+        &'a self,
+        events: &'a [OutboundEvent],
+    ) -> BoxFuture<'a, Vec<Result<(), PublishFailure>>> {
+        self.publishes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let outcomes = events
+            .iter()
+            .map(|_| {
+                Err(PublishFailure::Unavailable(
+                    "connection refused (test)".to_owned(),
+                ))
+            })
+            .collect();
+        Box::pin(std::future::ready(outcomes))
+    }
+
+    fn is_connected(&self) -> bool {
+        false
+    }
+}
+
+/// A lease store on a SQLite file of its own.
+async fn lease_store(name: &str) -> (Arc<dyn outbox_relay::OutboxStore>, std::path::PathBuf) {
+    let file = std::env::temp_dir().join(format!(
+        "outbox-{name}-{}.db",
+        uuid::Uuid::now_v7().simple()
+    ));
+    let url: DatabaseUrl = format!("sqlite://{}", file.display())
+        .parse()
+        .expect("sqlite url");
+    let store = open_store(&url, Connections::OnDemand)
+        .await
+        .expect("open the lease store");
+    store.migrate().await.expect("migrate");
+    (store, file)
+}
+
 fn event(id: i64, aggregate_id: &str, event_type: &str) -> ClaimedEvent {
     ClaimedEvent {
         partition_no: 0,
@@ -142,17 +188,7 @@ fn event(id: i64, aggregate_id: &str, event_type: &str) -> ClaimedEvent {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_batch_loop_runs_on_another_event_source_unchanged() {
-    let file = std::env::temp_dir().join(format!(
-        "outbox-event-source-{}.db",
-        uuid::Uuid::now_v7().simple()
-    ));
-    let url: DatabaseUrl = format!("sqlite://{}", file.display())
-        .parse()
-        .expect("sqlite url");
-    let store = open_store(&url, Connections::OnDemand)
-        .await
-        .expect("open the lease store");
-    store.migrate().await.expect("migrate");
+    let (store, file) = lease_store("event-source").await;
 
     // 300 events over 3 aggregates; the event of id 150 is rejected.
     let source = Arc::new(MemorySource::default());
@@ -218,5 +254,64 @@ async fn the_batch_loop_runs_on_another_event_source_unchanged() {
         .collect();
     assert_eq!(acknowledged.len(), 299);
     assert!(!acknowledged.contains(&150));
+    let _ = std::fs::remove_file(&file);
+}
+
+/// The broker refuses every connection at once while a writer commits
+/// every 2 ms: the loop backs off (100 ms, doubling) whatever commits are
+/// announced meanwhile, instead of fetching and sending the same batch
+/// again at the writer's rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_announced_during_an_outage_do_not_cut_the_backoff_short() {
+    const RUN: Duration = Duration::from_millis(1_600);
+    let (store, file) = lease_store("outage-backoff").await;
+    let source = Arc::new(MemorySource::default());
+    *source.pending.lock().expect("pending") =
+        (1..=20).map(|id| event(id, "a-1", "moved")).collect();
+    let publisher = Arc::new(UnreachablePublisher::default());
+    let wakeup = outbox_relay::Wakeup::new();
+    let settings =
+        outbox_relay::commands::relay_settings("memory".to_owned(), &RelayConfig::default());
+    let relay = Relay::new(
+        Arc::clone(&store),
+        Arc::clone(&publisher) as Arc<dyn Publisher>,
+        settings,
+    )
+    .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>)
+    .with_wakeup(wakeup.clone());
+    let stop = CancellationToken::new();
+    // A steady writer's commit notifications.
+    let announcing = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            while !stop.is_cancelled() {
+                wakeup.wake();
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+    });
+    let running = tokio::spawn(relay.run(stop.clone()));
+    tokio::time::sleep(RUN).await;
+    stop.cancel();
+    running.await.expect("relay task").expect("relay run");
+    announcing.await.expect("announcing task");
+    let publishes = publisher
+        .publishes
+        .load(std::sync::atomic::Ordering::SeqCst);
+    // Pauses of 100, 200, 400 and 800 ms fit in the run: five sends, with
+    // room for a slow start. At the writer's rate it would be hundreds.
+    assert!(
+        (1..=8).contains(&publishes),
+        "{publishes} sends to an unreachable broker in {RUN:?}: the backoff did not hold"
+    );
+    assert_eq!(
+        source.pending.lock().expect("pending").len(),
+        20,
+        "nothing is settled while the broker is unreachable"
+    );
+    assert!(
+        source.failed.lock().expect("failed").is_empty(),
+        "no attempt is spent"
+    );
     let _ = std::fs::remove_file(&file);
 }

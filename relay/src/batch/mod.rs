@@ -357,7 +357,14 @@ impl Dispatcher {
             state.outage_delay = Duration::ZERO;
             return;
         }
-        self.pause(stop, state.outage_delay).await;
+        // New events do not bring the broker back: a producer's commit
+        // notification (or a streamed transaction) must not cut the pause
+        // short, or a steady writer would have the loop fetch, encode and
+        // resend the same batch at its commit rate for the whole outage.
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = tokio::time::sleep(state.outage_delay) => {}
+        }
     }
 
     /// Wait for a wake-up, the delay, or the stop.
