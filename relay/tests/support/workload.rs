@@ -143,6 +143,33 @@ pub fn check_delivery(enqueued: &[uuid::Uuid], received: &[Received]) -> usize {
     report.duplicates
 }
 
+/// The events a relay's log says it counted as not sent (its debug line
+/// "broker unavailable", written for every such event): a confirm that
+/// came too late, a lost connection or producer. At least once lets the
+/// relay publish these twice, and no other.
+pub fn counted_not_sent(log: &str) -> HashSet<String> {
+    log.lines()
+        .filter(|line| line.contains("broker unavailable"))
+        .filter_map(|line| line.split("event_id=").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Events received more than once that none of the relays (by their
+/// `logs`) counted as not sent: duplicates at least once does not explain.
+pub fn unexplained_duplicates(received: &[Received], logs: &[String]) -> Vec<String> {
+    let not_sent: HashSet<String> = logs.iter().flat_map(|log| counted_not_sent(log)).collect();
+    let mut seen = HashSet::new();
+    let unexplained: std::collections::BTreeSet<String> = received
+        .iter()
+        .filter(|message| !seen.insert(message.ce_id.as_str()))
+        .filter(|message| !not_sent.contains(&message.ce_id))
+        .map(|message| message.ce_id.clone())
+        .collect();
+    unexplained.into_iter().collect()
+}
+
 /// How one writer commits: one event per transaction over aggregates of its
 /// own (a producer serializes the writes of one aggregate), with a pause
 /// between commits.
