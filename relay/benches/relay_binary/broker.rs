@@ -4,7 +4,9 @@
 use outbox_testkit::kafka;
 
 use crate::Settings;
-use crate::support::consumers::{Arrivals, amqp_consumer, kafka_consumer};
+use crate::support::consumers::{
+    Arrivals, Deliveries, amqp_consumer, amqp_deliveries, kafka_consumer, kafka_deliveries,
+};
 use crate::support::events::unique_name;
 use crate::support::raw::{RawRate, RawRecord, raw_lapin, raw_rdkafka};
 use crate::support::targets::{AmqpTarget, amqp_target};
@@ -109,6 +111,21 @@ impl Broker {
         match target {
             Target::Topic { name, .. } => kafka_consumer(&settings.kafka_brokers, name),
             Target::Exchange(exchange) => amqp_consumer(&settings.amqp_url, &exchange.queue).await,
+        }
+    }
+
+    /// A consumer of `target`, noting every delivery's event id in order:
+    /// the topic from its beginning, or the exchange's queue.
+    pub(crate) async fn deliveries(
+        self,
+        settings: &Settings,
+        target: &Target,
+    ) -> (Deliveries, tokio::task::JoinHandle<()>) {
+        match target {
+            Target::Topic { name, .. } => kafka_deliveries(&settings.kafka_brokers, name),
+            Target::Exchange(exchange) => {
+                amqp_deliveries(&settings.amqp_url, &exchange.queue).await
+            }
         }
     }
 }

@@ -4,9 +4,12 @@
 
 use outbox_testkit::TestDatabase;
 
+use crate::deliveries::Written;
 use crate::relay::migrate;
 use crate::source::{EventSource, SourceKind};
-use crate::sql::{ANALYZE, COUNT_PUBLISHED, DISABLE_AUTOVACUUM, ROWS_CHANGED, TABLE_STATISTICS};
+use crate::sql::{
+    ANALYZE, COUNT_PUBLISHED, DISABLE_AUTOVACUUM, ROWS_CHANGED, TABLE_STATISTICS, WRITTEN_EVENTS,
+};
 
 pub(crate) struct BenchDatabase {
     pub(crate) url: String,
@@ -83,6 +86,20 @@ impl BenchDatabase {
             .await
             .expect("count published");
         count as u64
+    }
+
+    /// Every event's id and aggregate, in the order they were written.
+    pub(crate) async fn written(&self) -> Vec<Written> {
+        let rows: Vec<(String, String)> = sqlx::query_as(WRITTEN_EVENTS)
+            .fetch_all(&self.pool)
+            .await
+            .expect("read the written events");
+        rows.into_iter()
+            .map(|(event_id, aggregate_id)| Written {
+                event_id,
+                aggregate_id,
+            })
+            .collect()
     }
 
     /// Rows of `outbox_events` updated or deleted so far, as the server's

@@ -174,7 +174,10 @@ pub(crate) async fn drain(settings: &Settings, broker: Broker, spec: DrainSpec) 
 }
 
 /// Read `pg_stat_activity` of the database at `url` until `stop`.
-fn start_profiler(url: &str, stop: &CancellationToken) -> tokio::task::JoinHandle<Profile> {
+pub(crate) fn start_profiler(
+    url: &str,
+    stop: &CancellationToken,
+) -> tokio::task::JoinHandle<Profile> {
     tokio::spawn(activity::profile(
         url.to_owned(),
         PROFILE_INTERVAL,

@@ -29,6 +29,16 @@
 //!   `histogram_quantile` does.
 //! - `history`: fetch and mark cost with `--sizes` published rows already in
 //!   the table (10,000, 1,000,000 and 10,000,000), Kafka only.
+//! - `payloads`: per size of `--payloads` (100,000 × 1 KB, 10,000 × 64 KB and
+//!   1,500 × 900 KB), the raw client, then a backlog written by plain SQL
+//!   (one multi-row `INSERT ... SELECT` per transaction of 10, over 10
+//!   aggregates) drained polling and reading the WAL (the slot made before
+//!   the backlog); the relay's rate against the raw client's, its peak
+//!   resident size (`VmHWM`) and a consumer's check, after the drain, that
+//!   every event arrived once and each aggregate's in order. The bench
+//!   fails, after printing its summary, when a peak is above
+//!   `--max-rss-mib`, an event is missing, duplicated or out of order, or
+//!   the relay logged an `ERROR`.
 //!
 //! The raw clients (rdkafka idempotent with acks=all, lapin with publisher
 //! confirms) run first, on the same broker, for the ratios.
@@ -39,6 +49,8 @@
 //! `--sample-ms` (500, between two readings of `/metrics`; each reading
 //! counts the pending events in the database, which costs it CPU),
 //! `--kafka-partitions` (4), `--relay-log` (the relay's `RUST_LOG`, `info`),
+//! `--payloads` (`BYTES:EVENTS` pairs, `1000:100000,64000:10000,900000:1500`),
+//! `--max-rss-mib` (256, the relay's peak in the `payloads` case),
 //! `--profile` (read `pg_stat_activity` during every drain, not only the
 //! history's; it costs the database some CPU).
 //! The services come from `OUTBOX_TEST_POSTGRES_URL`,
@@ -51,11 +63,13 @@
 mod activity;
 mod broker;
 mod database;
+mod deliveries;
 mod drain;
 mod histogram;
 mod history;
 mod keys;
 mod latency;
+mod payloads;
 mod relay;
 mod report;
 mod sampler;
@@ -71,6 +85,7 @@ use crate::broker::Broker;
 use crate::drain::{DrainSpec, drain, print_drain};
 use crate::keys::{KeyDistribution, Keys};
 use crate::latency::{Route, latency};
+use crate::payloads::{PayloadSize, payload_sizes};
 use crate::report::{BrokerResults, print_summary};
 use crate::source::SourceKind;
 use crate::support::consumers::percentiles;
@@ -96,6 +111,7 @@ const CASES: &[&str] = &[
     "logical-backlog",
     "latency",
     "history",
+    "payloads",
 ];
 
 #[derive(Debug, Clone)]
@@ -113,6 +129,10 @@ struct Settings {
     log_filter: String,
     /// Read `pg_stat_activity` during every drain, not only the history's.
     profile: bool,
+    /// The `payloads` case's sizes and backlogs.
+    payloads: Vec<PayloadSize>,
+    /// The highest peak RSS of the relay the `payloads` case accepts.
+    max_rss_mib: u64,
     kafka_brokers: String,
     amqp_url: String,
 }
@@ -167,6 +187,11 @@ impl Settings {
             kafka_partitions: one("--kafka-partitions", 4) as i32,
             log_filter: lookup("--relay-log").unwrap_or_else(|| "info".to_owned()),
             profile: args.iter().any(|arg| arg == "--profile"),
+            payloads: list("--payloads", "1000:100000,64000:10000,900000:1500")
+                .iter()
+                .map(|pair| PayloadSize::parse(pair))
+                .collect(),
+            max_rss_mib: one("--max-rss-mib", 256),
             kafka_brokers: outbox_testkit::kafka::brokers(),
             amqp_url: outbox_testkit::rabbitmq::amqp_url(),
         }
@@ -277,19 +302,15 @@ fn drain_specs(settings: &Settings) -> Vec<(&'static str, DrainSpec)> {
         .collect()
 }
 
-/// The raw client's records: the uniform backlog's keys and payloads.
-fn raw_records(settings: &Settings) -> Vec<RawRecord> {
-    let mut keys = Keys::new(
-        KeyDistribution::Uniform {
-            aggregates: UNIFORM_AGGREGATES,
-        },
-        0x0b0c,
-    );
-    (0..settings.events)
+/// The raw client's records: `events` keys from `distribution`, each with
+/// a payload of `payload_bytes`.
+fn raw_records(distribution: KeyDistribution, events: u64, payload_bytes: usize) -> Vec<RawRecord> {
+    let mut keys = Keys::new(distribution, 0x0b0c);
+    (0..events)
         .map(|sequence| {
             let key = keys.next_aggregate();
             RawRecord {
-                payload: payload(&key, sequence, settings.payload_bytes),
+                payload: payload(&key, sequence, payload_bytes),
                 key,
             }
         })
@@ -298,14 +319,17 @@ fn raw_records(settings: &Settings) -> Vec<RawRecord> {
 
 /// Run the bench's unit tests; a failure panics.
 fn run_unit_tests() {
-    for (name, test) in histogram::tests::ALL {
+    let tests = histogram::tests::ALL
+        .iter()
+        .chain(deliveries::tests::ALL)
+        .chain(relay::tests::ALL);
+    let mut passed = 0;
+    for (name, test) in tests {
         test();
         println!("test {name} ... ok");
+        passed += 1;
     }
-    println!(
-        "relay_binary: {} unit tests passed; `cargo bench` runs the benchmark",
-        histogram::tests::ALL.len()
-    );
+    println!("relay_binary: {passed} unit tests passed; `cargo bench` runs the benchmark");
 }
 
 #[tokio::main]
@@ -316,23 +340,33 @@ async fn main() {
     }
     let settings = Settings::load();
     println!(
-        "relay_binary: {} events per backlog, cases {:?}, brokers {:?}, history sizes {:?}, latency {:?}/s for {} s, relay {}",
+        "relay_binary: {} events per backlog, cases {:?}, brokers {:?}, history sizes {:?}, latency {:?}/s for {} s, payloads {:?} (peak RSS ≤ {} MiB), relay {}",
         settings.events,
         settings.cases,
         settings.brokers,
         settings.sizes,
         settings.latency_rates,
         settings.latency_secs,
+        settings.payloads,
+        settings.max_rss_mib,
         env!("CARGO_BIN_EXE_outbox-relay")
     );
     let specs = drain_specs(&settings);
     let mut brokers = Vec::new();
+    let mut payloads = Vec::new();
     for &broker in &settings.brokers {
         println!("== {}", broker.path());
         let raw = if specs.is_empty() {
             None
         } else {
-            let raw = broker.raw(&settings, &raw_records(&settings)).await;
+            let records = raw_records(
+                KeyDistribution::Uniform {
+                    aggregates: UNIFORM_AGGREGATES,
+                },
+                settings.events,
+                settings.payload_bytes,
+            );
+            let raw = broker.raw(&settings, &records).await;
             println!(
                 "  raw client: {:.0} msg/s; {}",
                 raw.rate,
@@ -345,6 +379,9 @@ async fn main() {
             let figures = drain(&settings, broker, spec.clone()).await;
             print_drain(&figures);
             drains.push((*name, figures));
+        }
+        if settings.runs("payloads") {
+            payloads.extend(payload_sizes(&settings, broker).await);
         }
         brokers.push(BrokerResults {
             broker,
@@ -376,5 +413,15 @@ async fn main() {
     } else {
         Vec::new()
     };
-    print_summary(&settings, &brokers, &latencies, &history);
+    print_summary(&settings, &brokers, &latencies, &history, &payloads);
+    let failures: Vec<String> = payloads
+        .iter()
+        .flat_map(|figures| figures.failures(settings.max_rss_mib))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "relay_binary payloads: {} failures:\n- {}",
+        failures.len(),
+        failures.join("\n- ")
+    );
 }

@@ -82,6 +82,14 @@ fn scrape_of(body: &str) -> Scrape {
     }
 }
 
+/// `VmHWM` of a `/proc/<pid>/status` text, in KiB.
+fn peak_rss_of(status: &str) -> Option<u64> {
+    let value = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))?;
+    value.trim().strip_suffix("kB")?.trim().parse().ok()
+}
+
 /// A running `outbox-relay run` and its HTTP endpoint.
 pub(crate) struct RunningRelay {
     process: RelayProcess,
@@ -113,6 +121,15 @@ impl RunningRelay {
 
     pub(crate) fn pid(&self) -> u32 {
         self.process.pid()
+    }
+
+    /// The relay's peak resident set size so far, in KiB: `VmHWM` of
+    /// `/proc/<pid>/status`.
+    pub(crate) fn peak_rss_kib(&self) -> u64 {
+        let path = format!("/proc/{}/status", self.pid());
+        let status =
+            std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("read {path}: {error}"));
+        peak_rss_of(&status).unwrap_or_else(|| panic!("no VmHWM line in {path}:\n{status}"))
     }
 
     /// The text of `/metrics`.
@@ -161,5 +178,22 @@ impl RunningRelay {
     /// The relay's log file.
     pub(crate) fn log_path(&self) -> std::path::PathBuf {
         self.process.log_path().to_owned()
+    }
+}
+
+pub(crate) mod tests {
+    use super::peak_rss_of;
+
+    /// Every test, by name.
+    pub(crate) const ALL: &[(&str, fn())] = &[(
+        "relay::peak_rss_from_proc_status",
+        peak_rss_from_proc_status,
+    )];
+
+    fn peak_rss_from_proc_status() {
+        let status =
+            "Name:\toutbox-relay\nVmPeak:\t 1201384 kB\nVmHWM:\t  146812 kB\nVmRSS:\t  98304 kB\n";
+        assert_eq!(peak_rss_of(status), Some(146_812));
+        assert_eq!(peak_rss_of("Name:\toutbox-relay\n"), None);
     }
 }

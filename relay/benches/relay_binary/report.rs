@@ -5,6 +5,7 @@ use crate::Settings;
 use crate::broker::Broker;
 use crate::drain::DrainFigures;
 use crate::latency::{LatencyFigures, Route};
+use crate::payloads::PayloadFigures;
 use crate::support::raw::RawRate;
 
 /// The rate of the commit → ack target, events/s.
@@ -78,17 +79,20 @@ pub(crate) fn print_summary(
     brokers: &[BrokerResults],
     latencies: &[LatencyFigures],
     history: &[(u64, DrainFigures)],
+    payloads: &[PayloadFigures],
 ) {
-    println!();
-    println!(
-        "## Summary: {} events per backlog, ~{} byte payloads, sampled every {} ms",
-        settings.events,
-        settings.payload_bytes,
-        settings.sample_interval.as_millis()
-    );
     let drained = brokers
         .iter()
         .any(|results| results.raw.is_some() || !results.drains.is_empty());
+    if drained || !history.is_empty() || !latencies.is_empty() {
+        println!();
+        println!(
+            "## Summary: {} events per backlog, ~{} byte payloads, sampled every {} ms",
+            settings.events,
+            settings.payload_bytes,
+            settings.sample_interval.as_millis()
+        );
+    }
     if drained || !history.is_empty() {
         print_drains(brokers, history);
     }
@@ -107,6 +111,7 @@ pub(crate) fn print_summary(
         print_history(history);
     }
     print_latencies(latencies);
+    print_payloads(payloads, settings.max_rss_mib);
 }
 
 /// The ratios of the run, each within the run, with their targets.
@@ -376,6 +381,58 @@ fn print_latencies(latencies: &[LatencyFigures]) {
         println!(
             "- {}, logical source at 1,000/s: commit → ack p99 ≤ {ACK_P99_TARGET_MS} ms: {verdict}",
             figures.broker.path()
+        );
+    }
+}
+
+/// The `payloads` case: per broker, size and source, the relay against the
+/// raw client, its peak RSS against the bound, and the consumer's check.
+fn print_payloads(payloads: &[PayloadFigures], max_rss_mib: u64) {
+    if payloads.is_empty() {
+        return;
+    }
+    println!();
+    println!("## Payload sizes: the relay binary against the raw client, and its peak RSS");
+    println!();
+    println!(
+        "| path | payload | source | events | MB | relay events/s (10%→90%) | raw msg/s | relay / raw | drained in | peak RSS MiB (≤ {max_rss_mib}) | CPU µs/event: relay / PostgreSQL / broker | machine busy | consumer |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+    for figures in payloads {
+        let per_event = |seconds: f64| seconds * 1e6 / figures.cpu_events.max(1) as f64;
+        let cpu = figures.cpu;
+        println!(
+            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.1} s | {:.0}{} | {:.0} / {:.0} / {:.0} | {:.0}% | {}{} |",
+            figures.broker.path(),
+            figures.size.label(),
+            figures.source.label(),
+            figures.size.events,
+            figures.size.megabytes(),
+            figures.rate,
+            figures.raw_rate,
+            figures.ratio(),
+            figures.drained_in.as_secs_f64(),
+            figures.peak_rss_mib(),
+            if figures.peak_rss_kib > max_rss_mib * 1024 {
+                " (above)"
+            } else {
+                ""
+            },
+            per_event(cpu.client),
+            per_event(cpu.postgres),
+            per_event(cpu.broker),
+            100.0 * cpu.machine_busy / (cpu.wall * cores).max(f64::EPSILON),
+            if figures.deliveries.passed() {
+                "every event once, in order".to_owned()
+            } else {
+                figures.deliveries.describe()
+            },
+            if figures.errors.is_empty() {
+                String::new()
+            } else {
+                format!("; {} ERROR lines", figures.errors.len())
+            }
         );
     }
 }

@@ -19,6 +19,17 @@ pub(crate) enum SourceKind {
     LogicalBacklog,
 }
 
+impl SourceKind {
+    /// How the tables name it.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            SourceKind::Poll => "polling",
+            SourceKind::Logical => "logical",
+            SourceKind::LogicalBacklog => "logical, backlog before the slot",
+        }
+    }
+}
+
 /// The source of one database: its kind and, for `logical`, a slot name of
 /// its own (slots are server-wide). The test database drops every slot of
 /// its database before itself.

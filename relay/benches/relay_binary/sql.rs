@@ -8,6 +8,22 @@ pub(crate) const INSERT_EVENT: &str = "INSERT INTO outbox_events \
      (event_id, event_type, source, aggregate_type, aggregate_id, topic, payload) \
      VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)";
 
+/// Events `$1` to `$2` of a backlog of large payloads in one statement,
+/// and so one transaction, as a plain SQL writer of a few events at a time
+/// would: topic `$3`, aggregate `s-<n % $5>`, a payload of
+/// [`crate::support::events::payload`]'s shape padded with `$4`
+/// characters, and `event_type`, `source` and `aggregate_type` `$6`, `$7`
+/// and `$8`.
+pub(crate) const INSERT_PAYLOAD_BACKLOG: &str = "INSERT INTO outbox_events \
+     (event_id, event_type, source, aggregate_type, aggregate_id, topic, payload) \
+     SELECT gen_random_uuid(), $6, $7, $8, 's-' || (n % $5), $3, \
+            jsonb_build_object('shipment', 's-' || (n % $5), 'sequence', n, 'note', repeat('x', $4)) \
+     FROM generate_series($1::int8, $2::int8) AS n";
+
+/// Every event's id and aggregate, in the order they were written.
+pub(crate) const WRITTEN_EVENTS: &str =
+    "SELECT event_id::text, aggregate_id FROM outbox_events ORDER BY id";
+
 /// No autovacuum (and so no automatic `ANALYZE`) on the outbox table: it
 /// stays never-analyzed unless the bench analyzes it.
 pub(crate) const DISABLE_AUTOVACUUM: &str =

@@ -1,7 +1,7 @@
 //! How the bench writes events, as an application would: plain SQL
 //! `INSERT`s of the contract columns. A backlog is written 500 events per
-//! transaction; steady producers commit one event per transaction on a
-//! fixed schedule.
+//! transaction, a backlog of large payloads 10 per transaction; steady
+//! producers commit one event per transaction on a fixed schedule.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::keys::{KeyDistribution, Keys};
-use crate::sql::INSERT_EVENT;
+use crate::sql::{INSERT_EVENT, INSERT_PAYLOAD_BACKLOG};
 use crate::support::events::{AGGREGATE_TYPE, EVENT_TYPE, SOURCE, payload};
 
 /// Events per transaction of a backlog.
@@ -72,6 +72,44 @@ pub(crate) async fn write_backlog(
         }
         transaction.commit().await.expect("commit");
         sequence = end;
+    }
+    started.elapsed()
+}
+
+/// Events per transaction of a backlog of large payloads.
+const PAYLOAD_TRANSACTION: u64 = 10;
+
+/// Write `events` pending events for `topic` with payloads of about
+/// `payload_bytes`, by plain SQL: one multi-row `INSERT ... SELECT` per
+/// transaction of 10, over `aggregates` aggregates in turn. No `ANALYZE`
+/// follows.
+pub(crate) async fn write_payload_backlog(
+    pool: &sqlx::PgPool,
+    topic: &str,
+    events: u64,
+    payload_bytes: usize,
+    aggregates: u64,
+) -> Duration {
+    let started = Instant::now();
+    // The JSON around the padding: `{"note": "", "sequence": n,
+    // "shipment": "s-n"}`.
+    let pad = i32::try_from(payload_bytes.saturating_sub(45)).expect("payload size fits an int4");
+    let mut first = 1;
+    while first <= events {
+        let last = (first + PAYLOAD_TRANSACTION - 1).min(events);
+        sqlx::query(INSERT_PAYLOAD_BACKLOG)
+            .bind(first as i64)
+            .bind(last as i64)
+            .bind(topic)
+            .bind(pad)
+            .bind(aggregates as i64)
+            .bind(EVENT_TYPE)
+            .bind(SOURCE)
+            .bind(AGGREGATE_TYPE)
+            .execute(pool)
+            .await
+            .expect("insert a transaction of large payloads");
+        first = last + 1;
     }
     started.elapsed()
 }

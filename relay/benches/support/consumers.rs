@@ -1,5 +1,6 @@
-//! Consumers that stamp the arrival of every event by its id, and the
-//! percentiles of the latencies measured with them.
+//! Consumers that stamp the arrival of every event by its id, or note
+//! every delivery in the order it came, and the percentiles of the
+//! latencies measured with them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,9 @@ use super::events::unique_name;
 
 /// Arrival instants by event id (the CloudEvents `id`).
 pub type Arrivals = Arc<Mutex<HashMap<String, Instant>>>;
+
+/// Every delivery's event id, in the order they came, duplicates included.
+pub type Deliveries = Arc<Mutex<Vec<String>>>;
 
 /// `p50, p99, max (n)` of `values`, in milliseconds; sorts `values`.
 pub fn percentiles(values: &mut [Duration]) -> String {
@@ -40,6 +44,30 @@ pub fn percentiles(values: &mut [Duration]) -> String {
 /// Start a consumer that stamps the arrival time of every event id; returns
 /// the stamps and the consuming task.
 pub fn kafka_consumer(brokers: &str, topic: &str) -> (Arrivals, tokio::task::JoinHandle<()>) {
+    let stamps: Arrivals = Arc::default();
+    let sink = Arc::clone(&stamps);
+    let task = kafka_consume(brokers, topic, move |id, now| {
+        sink.lock().unwrap().entry(id).or_insert(now);
+    });
+    (stamps, task)
+}
+
+/// Start a consumer that notes every delivery's event id in order, from
+/// the topic's beginning; returns them and the consuming task.
+pub fn kafka_deliveries(brokers: &str, topic: &str) -> (Deliveries, tokio::task::JoinHandle<()>) {
+    let deliveries: Deliveries = Arc::default();
+    let sink = Arc::clone(&deliveries);
+    let task = kafka_consume(brokers, topic, move |id, _| sink.lock().unwrap().push(id));
+    (deliveries, task)
+}
+
+/// Consume `topic` from its beginning in a group of its own, calling
+/// `delivered` with each record's `ce_id` header and its arrival instant.
+fn kafka_consume(
+    brokers: &str,
+    topic: &str,
+    mut delivered: impl FnMut(String, Instant) + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
     let consumer: StreamConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("group.id", unique_name("group"))
@@ -50,9 +78,7 @@ pub fn kafka_consumer(brokers: &str, topic: &str) -> (Arrivals, tokio::task::Joi
         .create()
         .expect("kafka consumer");
     consumer.subscribe(&[topic]).expect("subscribe");
-    let stamps: Arrivals = Arc::default();
-    let sink = Arc::clone(&stamps);
-    let task = tokio::spawn(async move {
+    tokio::spawn(async move {
         loop {
             match consumer.recv().await {
                 Ok(message) => {
@@ -65,7 +91,7 @@ pub fn kafka_consumer(brokers: &str, topic: &str) -> (Arrivals, tokio::task::Joi
                             .map(|value| String::from_utf8_lossy(value).into_owned())
                     });
                     if let Some(id) = id {
-                        sink.lock().unwrap().entry(id).or_insert(now);
+                        delivered(id, now);
                     }
                 }
                 Err(error) => {
@@ -74,11 +100,40 @@ pub fn kafka_consumer(brokers: &str, topic: &str) -> (Arrivals, tokio::task::Joi
                 }
             }
         }
-    });
+    })
+}
+
+/// Start a consumer of `queue` that stamps the arrival time of every event
+/// id (the AMQP `message-id`); returns the stamps and the consuming task.
+pub async fn amqp_consumer(amqp_url: &str, queue: &str) -> (Arrivals, tokio::task::JoinHandle<()>) {
+    let stamps: Arrivals = Arc::default();
+    let sink = Arc::clone(&stamps);
+    let task = amqp_consume(amqp_url, queue, move |id, now| {
+        sink.lock().unwrap().entry(id).or_insert(now);
+    })
+    .await;
     (stamps, task)
 }
 
-pub async fn amqp_consumer(amqp_url: &str, queue: &str) -> (Arrivals, tokio::task::JoinHandle<()>) {
+/// Start a consumer of `queue` that notes every delivery's event id in
+/// order; returns them and the consuming task.
+pub async fn amqp_deliveries(
+    amqp_url: &str,
+    queue: &str,
+) -> (Deliveries, tokio::task::JoinHandle<()>) {
+    let deliveries: Deliveries = Arc::default();
+    let sink = Arc::clone(&deliveries);
+    let task = amqp_consume(amqp_url, queue, move |id, _| sink.lock().unwrap().push(id)).await;
+    (deliveries, task)
+}
+
+/// Consume `queue` (no acknowledgements), calling `delivered` with each
+/// message's `message-id` and its arrival instant.
+async fn amqp_consume(
+    amqp_url: &str,
+    queue: &str,
+    mut delivered: impl FnMut(String, Instant) + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
     let connection = Connection::connect(amqp_url, ConnectionProperties::default())
         .await
         .expect("connect to RabbitMQ");
@@ -95,17 +150,14 @@ pub async fn amqp_consumer(amqp_url: &str, queue: &str) -> (Arrivals, tokio::tas
         )
         .await
         .expect("consume");
-    let stamps: Arrivals = Arc::default();
-    let sink = Arc::clone(&stamps);
-    let task = tokio::spawn(async move {
+    tokio::spawn(async move {
         let _connection = connection;
         while let Some(delivery) = consumer.next().await {
             let now = Instant::now();
             let Ok(delivery) = delivery else { break };
             if let Some(id) = delivery.properties.message_id() {
-                sink.lock().unwrap().entry(id.to_string()).or_insert(now);
+                delivered(id.to_string(), now);
             }
         }
-    });
-    (stamps, task)
+    })
 }
