@@ -11,7 +11,8 @@
 //! relay does, and consumers that collect what arrived ([`Collected`]).
 //! [`PrivateRabbitMq`] runs a RabbitMQ node of one test's own, for broker
 //! settings the shared one keeps at their defaults (a small
-//! `max_message_size`).
+//! `max_message_size`). [`PrivateTansu`] does the same for a Kafka-API
+//! broker that a bench freezes.
 //!
 //! A service that cannot be reached fails the test with a message naming it
 //! and `scripts/test.sh --services-only`; nothing is skipped. Services are
@@ -37,6 +38,7 @@ mod rabbitmq_private;
 mod received;
 mod services;
 mod slots;
+mod tansu_private;
 
 pub use database::{TestDatabase, mysql, postgres, sqlite, sqlite_unopened};
 pub use proxy::TcpProxy;
@@ -45,6 +47,7 @@ pub use rabbitmq_private::{DEFAULT_RABBITMQ_SERVER, PrivateRabbitMq};
 pub use received::{Collected, Received};
 pub use services::unique_name;
 pub use slots::{ReplicationSlotGuard, unique_slot_name};
+pub use tansu_private::PrivateTansu;
 
 /// A deterministic shuffle (xorshift) of `items`, so that a failure can be
 /// replayed with the same `seed`.
