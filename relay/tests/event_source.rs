@@ -45,11 +45,20 @@ impl EventSource for MemorySource {
             .pending
             .lock()
             .map(|pending| {
+                // As the stores do: at most `limit.events`, and no more
+                // payload bytes than `limit.bytes`, the first event whatever
+                // its size.
+                let mut bytes = 0_i64;
                 pending
                     .iter()
                     .filter(|claimed| partitions.contains(&claimed.partition_no))
                     .filter(|claimed| !exclude.contains(&claimed.event.id))
                     .take(usize::try_from(limit.events).unwrap_or(0))
+                    .take_while(|claimed| {
+                        let first = bytes == 0;
+                        bytes += claimed.event.payload.len() as i64;
+                        first || bytes <= limit.bytes
+                    })
                     .cloned()
                     .collect()
             })
@@ -145,6 +154,70 @@ impl Publisher for UnreachablePublisher {
 
     fn is_connected(&self) -> bool {
         false
+    }
+}
+
+/// A broker that stores events in order and holds every acknowledgement
+/// until the test releases them. Keeps count of the payload bytes handed
+/// over and not yet acknowledged, and of the most there ever were.
+#[derive(Default)]
+struct ConfirmHoldingPublisher {
+    released: tokio::sync::Notify,
+    release_all: std::sync::atomic::AtomicBool,
+    unacknowledged_bytes: std::sync::atomic::AtomicUsize,
+    most_unacknowledged_bytes: std::sync::atomic::AtomicUsize,
+    acknowledged: std::sync::atomic::AtomicUsize,
+}
+
+impl ConfirmHoldingPublisher {
+    fn release(&self) {
+        self.release_all
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.released.notify_waiters();
+    }
+}
+
+impl Publisher for ConfirmHoldingPublisher {
+    fn publish<'a>(
+        &'a self,
+        events: &'a [OutboundEvent],
+    ) -> BoxFuture<'a, Vec<Result<(), PublishFailure>>> {
+        Box::pin(std::future::ready(vec![Ok(()); events.len()]))
+    }
+
+    fn send(
+        self: Arc<Self>,
+        events: Vec<OutboundEvent>,
+    ) -> BoxFuture<'static, outbox_relay::publish::SentEvents> {
+        use std::sync::atomic::Ordering;
+        let bytes: usize = events.iter().map(|event| event.payload.len()).sum();
+        let now = self.unacknowledged_bytes.fetch_add(bytes, Ordering::SeqCst) + bytes;
+        self.most_unacknowledged_bytes
+            .fetch_max(now, Ordering::SeqCst);
+        let acknowledgements = Box::pin(async move {
+            loop {
+                let released = self.released.notified();
+                if self.release_all.load(Ordering::SeqCst) {
+                    break;
+                }
+                released.await;
+            }
+            self.unacknowledged_bytes.fetch_sub(bytes, Ordering::SeqCst);
+            self.acknowledged.fetch_add(events.len(), Ordering::SeqCst);
+            vec![Ok(()); events.len()]
+        });
+        Box::pin(std::future::ready(outbox_relay::publish::SentEvents {
+            acknowledgements,
+            in_order_in_flight: true,
+        }))
+    }
+
+    fn is_connected(&self) -> bool {
+        true
+    }
+
+    fn keeps_order(&self) -> bool {
+        true
     }
 }
 
@@ -312,6 +385,75 @@ async fn commits_announced_during_an_outage_do_not_cut_the_backoff_short() {
     assert!(
         source.failed.lock().expect("failed").is_empty(),
         "no attempt is spent"
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
+/// Payloads of 100 KB, 20 MB in all, while the broker holds its
+/// acknowledgements: the loop keeps sending only while the batches in
+/// flight hold less than `max_batch_bytes` of payloads, then waits; once
+/// the broker acknowledges, everything goes out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_batches_in_flight_stay_within_max_batch_bytes() {
+    const EVENTS: i64 = 200;
+    const PAYLOAD: usize = 100_000;
+    const MAX_BATCH_BYTES: u64 = 1 << 20;
+    let (store, file) = lease_store("in-flight-bytes").await;
+    let source = Arc::new(MemorySource::default());
+    *source.pending.lock().expect("pending") = (1..=EVENTS)
+        .map(|id| {
+            let mut claimed = event(id, &format!("a-{}", id % 10), "moved");
+            claimed.event.payload = format!(r#"{{"blob":"{}"}}"#, "x".repeat(PAYLOAD)).into();
+            claimed
+        })
+        .collect();
+    let publisher = Arc::new(ConfirmHoldingPublisher::default());
+    let config = RelayConfig {
+        max_batch_bytes: MAX_BATCH_BYTES,
+        ..RelayConfig::default()
+    };
+    let settings = outbox_relay::commands::relay_settings("memory".to_owned(), &config);
+    let relay = Relay::new(
+        Arc::clone(&store),
+        Arc::clone(&publisher) as Arc<dyn Publisher>,
+        settings,
+    )
+    .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>);
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(relay.run(stop.clone()));
+    // The loop sends what the bound allows, then waits on the broker.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let most_in_flight = publisher
+        .most_unacknowledged_bytes
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        most_in_flight > 0,
+        "the loop sent nothing before the broker acknowledged"
+    );
+    assert!(
+        most_in_flight <= MAX_BATCH_BYTES as usize,
+        "{most_in_flight} payload bytes in flight at once, over max_batch_bytes ({MAX_BATCH_BYTES})"
+    );
+    publisher.release();
+    let mut settled = false;
+    for _ in 0..600 {
+        if source.pending.lock().map(|p| p.is_empty()).unwrap_or(false) {
+            settled = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.cancel();
+    running.await.expect("relay task").expect("relay run");
+    assert!(
+        settled,
+        "the source still holds events after the broker acknowledged"
+    );
+    assert_eq!(
+        publisher
+            .acknowledged
+            .load(std::sync::atomic::Ordering::SeqCst),
+        EVENTS as usize
     );
     let _ = std::fs::remove_file(&file);
 }
