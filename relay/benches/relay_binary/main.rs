@@ -39,6 +39,13 @@
 //!   fails, after printing its summary, when a peak is above
 //!   `--max-rss-mib`, an event is missing, duplicated or out of order, or
 //!   the relay logged an `ERROR`.
+//! - `outage`: the relay's CPU while the broker is away for `--outage-secs`
+//!   (15): Kafka frozen (a tansu of the case's own, SIGSTOP), RabbitMQ
+//!   stopped and frozen (through a proxy), with writers committing at each
+//!   of `--outage-rates` (50,500 events/s) from before the relay starts. It
+//!   fails, after printing, when the relay used more than
+//!   `--max-outage-cores` (0.1) over an outage, counted from the moment the
+//!   broker went away, or an event spent an attempt.
 //!
 //! The raw clients (rdkafka idempotent with acks=all, lapin with publisher
 //! confirms) run first, on the same broker, for the ratios.
@@ -69,6 +76,7 @@ mod histogram;
 mod history;
 mod keys;
 mod latency;
+mod outage;
 mod payloads;
 mod relay;
 mod report;
@@ -112,6 +120,7 @@ const CASES: &[&str] = &[
     "latency",
     "history",
     "payloads",
+    "outage",
 ];
 
 #[derive(Debug, Clone)]
@@ -133,6 +142,11 @@ struct Settings {
     payloads: Vec<PayloadSize>,
     /// The highest peak RSS of the relay the `payloads` case accepts.
     max_rss_mib: u64,
+    /// The `outage` case: how long the broker stays away, the writers'
+    /// rates, and the most CPU the relay may use meanwhile, in cores.
+    outage: Duration,
+    outage_rates: Vec<u64>,
+    max_outage_cores: f64,
     kafka_brokers: String,
     amqp_url: String,
 }
@@ -192,6 +206,15 @@ impl Settings {
                 .map(|pair| PayloadSize::parse(pair))
                 .collect(),
             max_rss_mib: one("--max-rss-mib", 256),
+            outage: Duration::from_secs(one("--outage-secs", 15)),
+            outage_rates: list("--outage-rates", "50,500")
+                .iter()
+                .map(|rate| number(rate))
+                .collect(),
+            max_outage_cores: lookup("--max-outage-cores").map_or(0.1, |text| {
+                text.parse()
+                    .unwrap_or_else(|_| panic!("not a number: {text}"))
+            }),
             kafka_brokers: outbox_testkit::kafka::brokers(),
             amqp_url: outbox_testkit::rabbitmq::amqp_url(),
         }
@@ -413,11 +436,40 @@ async fn main() {
     } else {
         Vec::new()
     };
+    let mut outages = Vec::new();
+    if settings.runs("outage") {
+        println!(
+            "== the relay's CPU while the broker is away for {:?}",
+            settings.outage
+        );
+        for &broker in &settings.brokers {
+            for &kind in outage::Outage::of(broker) {
+                for &rate in &settings.outage_rates {
+                    let figures = outage::outage(&settings, kind, rate).await;
+                    println!("  {}", figures.line());
+                    outages.push(figures);
+                }
+            }
+        }
+    }
     print_summary(&settings, &brokers, &latencies, &history, &payloads);
     let failures: Vec<String> = payloads
         .iter()
         .flat_map(|figures| figures.failures(settings.max_rss_mib))
         .collect();
+    let outage_failures: Vec<String> = outages
+        .iter()
+        .filter(|figures| {
+            figures.cores() > settings.max_outage_cores || figures.failed_attempts > 0
+        })
+        .map(|figures| figures.line())
+        .collect();
+    assert!(
+        outage_failures.is_empty(),
+        "relay_binary outage: above {} cores or with failed attempts:\n- {}",
+        settings.max_outage_cores,
+        outage_failures.join("\n- ")
+    );
     assert!(
         failures.is_empty(),
         "relay_binary payloads: {} failures:\n- {}",
