@@ -47,7 +47,13 @@ type SessionRow = (
 /// session's last statement, for `COMMIT`.
 fn phase(query: &str, previous: Option<&'static str>) -> &'static str {
     let text = query.trim_start();
-    if text.contains("e.id <> ALL(") || text.contains("enable_sort") {
+    // `pg_stat_activity` cuts a query at `track_activity_query_size` (1 kB
+    // by default): the fetch's comments leave its byte cap in view, not its
+    // `WHERE` clause.
+    if text.contains("e.id <> ALL(")
+        || text.contains("bytes_through")
+        || text.contains("enable_sort")
+    {
         "fetch"
     } else if text.contains("SET state = 'published', published_at = now()")
         || text.contains("synchronous_commit")
