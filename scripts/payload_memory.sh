@@ -12,6 +12,11 @@
 #
 # The services are those of `scripts/test.sh --services-only`. The
 # RabbitMQ consumer is Python's pika (installed with pip when missing).
+#
+# On Kafka and RabbitMQ the bench's `payloads` case checks the same bound
+# with a consumer on both brokers and the raw client beside (BENCHMARKS.md,
+# "Payload sizes"); this script is for the stdout broker, which the bench
+# does not drive, and for one quick run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
