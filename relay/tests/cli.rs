@@ -1,5 +1,7 @@
 //! `outbox-relay` on the command line: bad input is a one-line error and a
-//! non-zero exit before anything is claimed; the operator commands work.
+//! non-zero exit before anything is claimed; the operator commands work;
+//! the synopsis in `docs/operations.md` lists exactly the commands and
+//! flags the binary takes.
 
 use std::process::{Command, Output};
 
@@ -228,4 +230,93 @@ async fn migrate_status_and_dead_commands_work_on_a_real_database() {
         !no_selection.status.success(),
         "retry needs --event-id, --aggregate or --all"
     );
+}
+
+/// The long flags of each command path in the synopsis of
+/// `docs/operations.md` ("Command line"), by path (`dead list`, `run`).
+fn documented_synopsis() -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let operations = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/operations.md"
+    ))
+    .expect("read docs/operations.md");
+    let section = operations
+        .split("\n## Command line\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("docs/operations.md has a \"Command line\" section");
+    let block = section
+        .split("```text\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the Command line section opens with a text block of the synopsis");
+    block
+        .lines()
+        .filter_map(|line| line.strip_prefix("outbox-relay "))
+        .map(|line| {
+            let path: Vec<&str> = line
+                .split_whitespace()
+                .take_while(|word| {
+                    word.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+                        && !word.starts_with('-')
+                })
+                .collect();
+            let flags = line
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .filter(|word| word.starts_with("--"))
+                .map(str::to_owned)
+                .collect();
+            (path.join(" "), flags)
+        })
+        .collect()
+}
+
+/// The long flags clap defines for each command path, without the global
+/// `--log-format` and clap's own `--help` and `--version`.
+fn defined_synopsis() -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    use clap::CommandFactory;
+    fn walk(
+        command: &clap::Command,
+        path: Vec<String>,
+        out: &mut std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    ) {
+        if command.has_subcommands() {
+            for sub in command.get_subcommands() {
+                let mut deeper = path.clone();
+                deeper.push(sub.get_name().to_owned());
+                walk(sub, deeper, out);
+            }
+            return;
+        }
+        let flags = command
+            .get_arguments()
+            .filter(|argument| !argument.is_global_set())
+            .filter_map(|argument| argument.get_long())
+            .filter(|long| !["help", "version", "log-format"].contains(long))
+            .map(|long| format!("--{long}"))
+            .collect();
+        out.insert(path.join(" "), flags);
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(&outbox_relay::cli::Cli::command(), Vec::new(), &mut out);
+    out
+}
+
+/// The synopsis in `docs/operations.md` is the one CLI reference: it lists
+/// every command and every flag the binary takes, and nothing else.
+#[test]
+fn the_documented_synopsis_matches_the_command_line() {
+    let documented = documented_synopsis();
+    let defined = defined_synopsis();
+    assert_eq!(
+        documented.keys().collect::<Vec<_>>(),
+        defined.keys().collect::<Vec<_>>(),
+        "the commands in docs/operations.md (Command line) against the binary's"
+    );
+    for (path, flags) in &defined {
+        assert_eq!(
+            &documented[path], flags,
+            "the flags of `outbox-relay {path}` in docs/operations.md (Command line) against the binary's"
+        );
+    }
 }
