@@ -15,7 +15,6 @@
 //! Every user error is a [`syn::Error`] pointing at the offending token, and all
 //! of them are reported together rather than one per build.
 
-
 mod attrs;
 mod errors;
 mod expand;
