@@ -15,6 +15,24 @@
 //! partition's lease token as acquired, and matches nothing once another
 //! instance has taken the partition over (or the lease has expired).
 
+/// The statement table of a backend whose statements bind numbered
+/// parameters (`$1`, `?1`): one file per statement, of the same name in
+/// every backend's folder `store/sql/<folder>/`.
+macro_rules! numbered_statements {
+    ($folder:literal) => {
+        numbered_statements!(@ $folder;
+            partition_count, heartbeat_upsert, heartbeat_forget_dead, live_relays, deregister,
+            renew_leases, acquire_leases, release_leases, fetch_pending, mark_published,
+            record_failure, delete_published, backlog, status, status_topics, status_leases,
+            database_time, topic_exists, fetch_published, list_dead, retry_dead, discard_dead)
+    };
+    (@ $folder:literal; $($name:ident),*) => {
+        Statements::numbered(NumberedSql {
+            $($name: include_str!(concat!("sql/", $folder, "/", stringify!($name), ".sql")),)*
+        })
+    };
+}
+
 mod event_source;
 mod leases;
 mod mysql;

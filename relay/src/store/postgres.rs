@@ -47,30 +47,7 @@ pub type PostgresStore = SqlStore<PostgresDialect>;
 pub struct PostgresDialect;
 
 /// The statements of `store/sql/postgres/`.
-const STATEMENTS: Statements = Statements::numbered(NumberedSql {
-    partition_count: include_str!("sql/postgres/partition_count.sql"),
-    heartbeat_upsert: include_str!("sql/postgres/heartbeat_upsert.sql"),
-    heartbeat_forget_dead: include_str!("sql/postgres/heartbeat_forget_dead.sql"),
-    live_relays: include_str!("sql/postgres/live_relays.sql"),
-    deregister: include_str!("sql/postgres/deregister.sql"),
-    renew_leases: include_str!("sql/postgres/renew_leases.sql"),
-    acquire_leases: include_str!("sql/postgres/acquire_leases.sql"),
-    release_leases: include_str!("sql/postgres/release_leases.sql"),
-    fetch_pending: FETCH_PENDING,
-    mark_published: include_str!("sql/postgres/mark_published.sql"),
-    record_failure: include_str!("sql/postgres/record_failure.sql"),
-    delete_published: include_str!("sql/postgres/delete_published.sql"),
-    backlog: include_str!("sql/postgres/backlog.sql"),
-    status: include_str!("sql/postgres/status.sql"),
-    status_topics: include_str!("sql/postgres/status_topics.sql"),
-    status_leases: include_str!("sql/postgres/status_leases.sql"),
-    database_time: include_str!("sql/postgres/database_time.sql"),
-    topic_exists: include_str!("sql/postgres/topic_exists.sql"),
-    fetch_published: include_str!("sql/postgres/fetch_published.sql"),
-    list_dead: include_str!("sql/postgres/list_dead.sql"),
-    retry_dead: include_str!("sql/postgres/retry_dead.sql"),
-    discard_dead: include_str!("sql/postgres/discard_dead.sql"),
-});
+const STATEMENTS: Statements = numbered_statements!("postgres");
 
 impl Dialect for PostgresDialect {
     type Database = Postgres;

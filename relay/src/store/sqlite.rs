@@ -25,30 +25,7 @@ pub type SqliteStore = SqlStore<SqliteDialect>;
 pub struct SqliteDialect;
 
 /// The statements of `store/sql/sqlite/`.
-const STATEMENTS: Statements = Statements::numbered(NumberedSql {
-    partition_count: include_str!("sql/sqlite/partition_count.sql"),
-    heartbeat_upsert: include_str!("sql/sqlite/heartbeat_upsert.sql"),
-    heartbeat_forget_dead: include_str!("sql/sqlite/heartbeat_forget_dead.sql"),
-    live_relays: include_str!("sql/sqlite/live_relays.sql"),
-    deregister: include_str!("sql/sqlite/deregister.sql"),
-    renew_leases: include_str!("sql/sqlite/renew_leases.sql"),
-    acquire_leases: include_str!("sql/sqlite/acquire_leases.sql"),
-    release_leases: include_str!("sql/sqlite/release_leases.sql"),
-    fetch_pending: include_str!("sql/sqlite/fetch_pending.sql"),
-    mark_published: include_str!("sql/sqlite/mark_published.sql"),
-    record_failure: include_str!("sql/sqlite/record_failure.sql"),
-    delete_published: include_str!("sql/sqlite/delete_published.sql"),
-    backlog: include_str!("sql/sqlite/backlog.sql"),
-    status: include_str!("sql/sqlite/status.sql"),
-    status_topics: include_str!("sql/sqlite/status_topics.sql"),
-    status_leases: include_str!("sql/sqlite/status_leases.sql"),
-    database_time: include_str!("sql/sqlite/database_time.sql"),
-    topic_exists: include_str!("sql/sqlite/topic_exists.sql"),
-    fetch_published: include_str!("sql/sqlite/fetch_published.sql"),
-    list_dead: include_str!("sql/sqlite/list_dead.sql"),
-    retry_dead: include_str!("sql/sqlite/retry_dead.sql"),
-    discard_dead: include_str!("sql/sqlite/discard_dead.sql"),
-});
+const STATEMENTS: Statements = numbered_statements!("sqlite");
 
 impl Dialect for SqliteDialect {
     type Database = Sqlite;
