@@ -11,7 +11,7 @@ use tracing_subscriber::EnvFilter;
 /// The binary's allocator. A relay allocates and frees a few dozen small
 /// buffers per event (rows, CloudEvents attributes, broker records) across
 /// the runtime's threads; glibc's malloc spent about a third of the relay's
-/// CPU on that (`BENCHMARKS.md`). The library leaves the choice to the
+/// CPU on that (`docs/benchmarks-history.md`). The library leaves the choice to the
 /// program that embeds it.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
