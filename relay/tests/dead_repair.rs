@@ -32,17 +32,6 @@ fn operator(args: &[&str]) -> Output {
     output
 }
 
-/// The event ids `collected` received, first occurrences, in arrival order.
-fn received(collected: &Collected) -> Vec<String> {
-    let mut seen = HashSet::new();
-    collected
-        .snapshot()
-        .into_iter()
-        .map(|message| message.ce_id)
-        .filter(|id| seen.insert(id.clone()))
-        .collect()
-}
-
 /// Enqueue, in one transaction: the stuck aggregate's first event to
 /// `first_exchange`, 20 events of five other aggregates to `good_exchange`,
 /// then two more stuck events to `later_exchange`. Returns (stuck ids in
@@ -105,7 +94,7 @@ async fn run_until_dead<DB: TestBackend>(
     );
     assert!(
         wait_until(Duration::from_secs(60), || async {
-            let arrived: HashSet<String> = received(good).into_iter().collect();
+            let arrived: HashSet<String> = good.first_arrivals().into_iter().collect();
             others.iter().all(|id| arrived.contains(id))
         })
         .await,
@@ -156,14 +145,14 @@ async fn retry_after_fixing_the_cause<DB: TestBackend + outbox::Backend>(db: Tes
     );
     assert!(
         wait_until(Duration::from_secs(30), || async {
-            received(&repaired).len() >= stuck.len()
+            repaired.first_arrivals().len() >= stuck.len()
         })
         .await,
         "{label}: the retried event and the held ones arrive; got {:?}",
-        received(&repaired)
+        repaired.first_arrivals()
     );
     assert_eq!(
-        received(&repaired),
+        repaired.first_arrivals(),
         stuck,
         "{label}: the retried event first, then the held ones, in order"
     );
@@ -188,7 +177,7 @@ async fn discard_releases_the_held_events<DB: TestBackend + outbox::Backend>(db:
     let (stuck, others) = enqueue(&db, &missing_exchange, &good_exchange, &good_exchange).await;
     let mut relay = run_until_dead(&db, &good, &stuck, &others).await;
     assert!(
-        !received(&good).iter().any(|id| stuck.contains(id)),
+        !good.first_arrivals().iter().any(|id| stuck.contains(id)),
         "{label}: nothing of the stuck aggregate arrived while it was held"
     );
 
@@ -216,13 +205,14 @@ async fn discard_releases_the_held_events<DB: TestBackend + outbox::Backend>(db:
     );
     assert!(
         wait_until(Duration::from_secs(30), || async {
-            let arrived: HashSet<String> = received(&good).into_iter().collect();
+            let arrived: HashSet<String> = good.first_arrivals().into_iter().collect();
             stuck[1..].iter().all(|id| arrived.contains(id))
         })
         .await,
         "{label}: the held events arrive after the discard"
     );
-    let stuck_arrivals: Vec<String> = received(&good)
+    let stuck_arrivals: Vec<String> = good
+        .first_arrivals()
         .into_iter()
         .filter(|id| stuck.contains(id))
         .collect();

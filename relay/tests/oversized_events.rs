@@ -94,17 +94,6 @@ async fn event_row(
     .expect("read the event's row")
 }
 
-/// The ids `collected` received, first arrivals only, in arrival order.
-fn first_arrivals(collected: &Collected) -> Vec<String> {
-    let mut seen = HashSet::new();
-    collected
-        .snapshot()
-        .into_iter()
-        .map(|message| message.ce_id)
-        .filter(|id| seen.insert(id.clone()))
-        .collect()
-}
-
 /// The checks every broker shares, while the relay runs: the oversized
 /// event ends `dead` after [`MAX_ATTEMPTS`] with a `last_error` holding
 /// each of `expected_error` (made from its payload's byte count), the
@@ -146,13 +135,14 @@ async fn check_the_oversized_event(
     let others: Vec<String> = enqueued.others.iter().map(|id| id.to_string()).collect();
     assert!(
         wait_until(Duration::from_secs(60), || async {
-            let received: HashSet<String> = first_arrivals(collected).into_iter().collect();
+            let received: HashSet<String> = collected.first_arrivals().into_iter().collect();
             others.iter().all(|id| received.contains(id))
         })
         .await,
         "the other aggregate is published while the oversized event fails"
     );
-    let in_arrival_order: Vec<String> = first_arrivals(collected)
+    let in_arrival_order: Vec<String> = collected
+        .first_arrivals()
         .into_iter()
         .filter(|id| others.contains(id))
         .collect();
@@ -185,7 +175,7 @@ async fn check_the_oversized_event(
 
     // Give the relay time to (wrongly) publish the held event.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let received = first_arrivals(collected);
+    let received = collected.first_arrivals();
     assert!(
         !received.contains(&enqueued.big.to_string()),
         "the oversized event never arrives"

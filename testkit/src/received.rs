@@ -56,6 +56,17 @@ impl Collected {
             .unwrap_or_default()
     }
 
+    /// The CloudEvents ids so far, each at its first arrival, in arrival
+    /// order.
+    pub fn first_arrivals(&self) -> Vec<String> {
+        let mut seen = HashSet::new();
+        self.snapshot()
+            .into_iter()
+            .map(|message| message.ce_id)
+            .filter(|id| seen.insert(id.clone()))
+            .collect()
+    }
+
     pub(crate) fn push(&self, message: Received) {
         if let Ok(mut messages) = self.0.lock() {
             messages.push(message);
