@@ -16,7 +16,8 @@ use std::time::Duration;
 use outbox::Event;
 use outbox_inbox::{Inbox, IncomingEvent, Outcome};
 use outbox_relay::publish::StdoutPublisher;
-use outbox_relay::store::{OutboxStore, SqliteStore};
+use outbox_relay::source::OutboxStore;
+use outbox_relay::store::SqliteStore;
 use outbox_relay::{Relay, RelayConfig};
 use serde::{Deserialize, Serialize};
 use sqlx::SqlitePool;
@@ -163,7 +164,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         poll_interval_max: Duration::from_millis(50),
         ..RelayConfig::default()
     };
-    let settings = outbox_relay::commands::relay_settings("quickstart".to_owned(), &config);
+    let settings = outbox_relay::relay_settings("quickstart".to_owned(), &config);
     let published = TeeToStdout::default();
     let relay = Relay::new(
         Arc::clone(&store),

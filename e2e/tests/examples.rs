@@ -20,7 +20,8 @@ use outbox::{OutboxMessage, OutboxWriter};
 use outbox_relay::publish::{
     PublishFailure, Publisher, RabbitMqPublisher, RabbitMqPublisherConfig,
 };
-use outbox_relay::store::{OutboxStore, PostgresStore};
+use outbox_relay::source::OutboxStore;
+use outbox_relay::store::PostgresStore;
 use outbox_relay::{OutboundEvent, Relay, RelayConfig};
 use outbox_testkit::rabbitmq::{amqp_url, delete_topology, require_rabbitmq};
 use serde_json::json;
@@ -414,7 +415,7 @@ async fn billing_consumer_invoices_each_order_once_when_an_event_arrives_twice()
             inner: publisher,
             republished: AtomicBool::new(false),
         }),
-        outbox_relay::commands::relay_settings("examples-test".to_owned(), &config),
+        outbox_relay::relay_settings("examples-test".to_owned(), &config),
     );
     let stop_relay = CancellationToken::new();
     let relay_run = tokio::spawn(relay.run(stop_relay.clone()));

@@ -135,7 +135,7 @@ async fn the_handler_span_continues_the_producers_trace() {
     let relay = Relay::new(
         Arc::new(PostgresStore::new(db.pool().clone())),
         Arc::new(publisher),
-        outbox_relay::commands::relay_settings(unique_name("relay"), &relay_config),
+        outbox_relay::relay_settings(unique_name("relay"), &relay_config),
     );
     let stop_relay = CancellationToken::new();
     let relay_task = tokio::spawn(relay.run(stop_relay.clone()));

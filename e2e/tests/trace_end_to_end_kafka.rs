@@ -52,7 +52,7 @@ async fn the_kafka_handler_span_continues_the_producers_trace() {
     let relay = Relay::new(
         Arc::new(PostgresStore::new(db.pool().clone())),
         Arc::new(publisher),
-        outbox_relay::commands::relay_settings(format!("relay-{topic}"), &relay_config),
+        outbox_relay::relay_settings(format!("relay-{topic}"), &relay_config),
     );
     let stop_relay = CancellationToken::new();
     let relay_task = tokio::spawn(relay.run(stop_relay.clone()));

@@ -1,44 +1,50 @@
 //! The outbox relay: claims committed events from `outbox_events` under
-//! partition leases and publishes them to Kafka, RabbitMQ or stdout as
-//! CloudEvents, keeping every guarantee of the outbox contract.
+//! partition leases, or streams them from PostgreSQL's WAL, and publishes
+//! them to Kafka, RabbitMQ or stdout as CloudEvents, keeping every
+//! guarantee of the outbox contract.
+//!
+//! The modules, from the bottom up; each imports only modules below it
+//! (`scripts/check-layers.py` checks it):
+//!
+//! - [`error`] and [`event`]: the error type and the event model.
+//! - [`store`]: the SQL per backend; [`publish`]: the brokers.
+//! - [`source`]: where events come from (polling, the WAL);
+//!   [`leases`]: which partitions this instance owns.
+//! - `metrics`: the Prometheus registry.
+//! - [`batch`]: the batch loop and what it owns.
+//! - [`operator`]: status, dead events, replay, retention, slot commands;
+//!   [`http`]: `/healthz`, `/readyz`, `/metrics`.
+//! - `relay`: one relay instance, from start to graceful stop.
+//! - [`config`]: the TOML file and the URLs, turned into all of the above.
+//!
+//! The command line is the binary's (`src/bin/outbox-relay/`).
 
-pub mod backlog;
-mod batch;
-pub mod broker_url;
-pub mod cli;
-pub use cli::commands;
+pub mod batch;
 pub mod config;
-pub mod database_url;
-mod error;
+pub mod error;
+pub mod event;
 pub mod http;
-mod leases;
-pub mod logical;
+pub mod leases;
 mod metrics;
-mod outbound;
+pub mod operator;
 pub mod publish;
-mod publish_health;
 mod relay;
-pub mod replay;
-mod retention;
-mod retry;
+pub mod source;
 pub mod store;
-mod wakeup;
 
-pub use batch::{DispatchSettings, DispatchTotals};
-pub use broker_url::{BrokerUrl, DEFAULT_BROKER, resolve_broker_url};
+pub use batch::{DispatchSettings, DispatchTotals, PublishHealth, RetryPolicy};
 pub use config::{
-    AmqpConfig, AmqpRoute, DeadLetterConfig, DeadLetterPolicy, EventSourceKind, HttpConfig,
-    KafkaConfig, RelayConfig, RetentionConfig, RetryConfig, RoutingKey, parse_duration,
+    AmqpConfig, AmqpRoute, BrokerUrl, DEFAULT_BROKER, DEFAULT_DATABASE_URL, DatabaseUrl,
+    DeadLetterConfig, DeadLetterPolicy, EventSourceKind, HttpConfig, KafkaConfig, RelayConfig,
+    RetentionConfig, RetryConfig, RoutingKey, build_publisher, open_store, parse_duration,
+    relay_settings, resolve_broker_url, resolve_database_url,
 };
-pub use database_url::{DEFAULT_DATABASE_URL, DatabaseUrl, mask_password, resolve_database_url};
 pub use error::Error;
+pub use event::{NOTIFY_CHANNEL, OutboundEvent, Wakeup};
 pub use leases::{Handover, LeaseKeeper, LeaseSnapshot};
 pub use metrics::{METRICS_CONTENT_TYPE, RelayMetrics};
-pub use outbound::OutboundEvent;
-pub use publish::build_publisher;
-pub use publish_health::PublishHealth;
+pub use operator::{RetentionSettings, run_retention_pass};
+pub use outbox::mask_password;
 pub use relay::{Relay, RelaySettings};
-pub use retention::{RetentionSettings, run_retention_pass};
-pub use retry::RetryPolicy;
-pub use store::{Connections, OutboxStore, open_store};
-pub use wakeup::{NOTIFY_CHANNEL, Wakeup};
+pub use source::OutboxStore;
+pub use store::Connections;

@@ -6,7 +6,7 @@
 //! from the database when `/metrics` is scraped, so they hold for the whole
 //! table, whichever relay instance is asked. Under the logical source they
 //! count only events not yet published (see
-//! [`BacklogSource`](crate::backlog::BacklogSource)): its streamed rows stay
+//! [`BacklogSource`](crate::operator::BacklogSource)): its streamed rows stay
 //! `pending` once published.
 
 use std::time::Duration;
@@ -17,7 +17,7 @@ use prometheus::{
     TextEncoder,
 };
 
-use crate::Error;
+use crate::error::Error;
 use crate::store::OutboxBacklog;
 
 /// Buckets of the batch publish histogram, in seconds.
@@ -312,7 +312,7 @@ impl RelayMetrics {
     }
 
     /// Refresh the gauges of the logical source's slot and stream.
-    pub fn set_slot(&self, slot: &crate::logical::SlotStatus, unsettled_events: usize) {
+    pub fn set_slot(&self, slot: &crate::source::logical::SlotStatus, unsettled_events: usize) {
         self.slot_lag.set(slot.lag_bytes);
         self.slot_retained_wal.set(slot.retained_wal_bytes);
         self.slot_confirmed

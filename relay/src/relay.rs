@@ -10,15 +10,16 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::Error;
+use crate::batch::PublishHealth;
 use crate::batch::{DispatchSettings, DispatchTotals, Dispatcher};
+use crate::error::Error;
+use crate::event::Wakeup;
 use crate::leases::LeaseKeeper;
 use crate::metrics::RelayMetrics;
+use crate::operator::{RetentionSettings, run_retention};
 use crate::publish::Publisher;
-use crate::publish_health::PublishHealth;
-use crate::retention::{RetentionSettings, run_retention};
-use crate::store::{EventSource, LeaseStore, OperatorStore, OutboxStore};
-use crate::wakeup::Wakeup;
+use crate::source::{EventSource, OutboxStore};
+use crate::store::{LeaseStore, OperatorStore};
 
 /// Settings of one relay instance.
 #[derive(Debug, Clone)]

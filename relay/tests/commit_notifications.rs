@@ -11,7 +11,8 @@ mod support;
 
 use std::time::Duration;
 
-use outbox_relay::store::{EventSource, LeaseStore, PostgresStore};
+use outbox_relay::source::EventSource;
+use outbox_relay::store::{LeaseStore, PostgresStore};
 use sqlx::postgres::PgListener;
 use support::workload::enqueue_events;
 

@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use outbox_relay::event::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
+use outbox_relay::open_store;
 use outbox_relay::publish::{PublishFailure, Publisher};
-use outbox_relay::store::{
-    ClaimedEvent, Connections, EventSource, FailedAttempt, FetchLimit, Lease, open_store,
-};
+use outbox_relay::source::EventSource;
+use outbox_relay::store::Connections;
 use outbox_relay::{DatabaseUrl, OutboundEvent, Relay, RelayConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -281,7 +282,7 @@ async fn the_batch_loop_runs_on_another_event_source_unchanged() {
         batch_size: Some(40),
         ..RelayConfig::default()
     };
-    let settings = outbox_relay::commands::relay_settings("memory".to_owned(), &config);
+    let settings = outbox_relay::relay_settings("memory".to_owned(), &config);
     let relay = Relay::new(
         Arc::clone(&store),
         Arc::clone(&publisher) as Arc<dyn Publisher>,
@@ -343,8 +344,7 @@ async fn commits_announced_during_an_outage_do_not_cut_the_backoff_short() {
         (1..=20).map(|id| event(id, "a-1", "moved")).collect();
     let publisher = Arc::new(UnreachablePublisher::default());
     let wakeup = outbox_relay::Wakeup::new();
-    let settings =
-        outbox_relay::commands::relay_settings("memory".to_owned(), &RelayConfig::default());
+    let settings = outbox_relay::relay_settings("memory".to_owned(), &RelayConfig::default());
     let relay = Relay::new(
         Arc::clone(&store),
         Arc::clone(&publisher) as Arc<dyn Publisher>,
@@ -412,7 +412,7 @@ async fn the_batches_in_flight_stay_within_max_batch_bytes() {
         max_batch_bytes: MAX_BATCH_BYTES,
         ..RelayConfig::default()
     };
-    let settings = outbox_relay::commands::relay_settings("memory".to_owned(), &config);
+    let settings = outbox_relay::relay_settings("memory".to_owned(), &config);
     let relay = Relay::new(
         Arc::clone(&store),
         Arc::clone(&publisher) as Arc<dyn Publisher>,

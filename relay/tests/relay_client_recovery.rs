@@ -301,7 +301,7 @@ async fn a_fatal_producer_error_is_replaced_by_a_fresh_producer_mid_run() {
     let opened = open_store(&database_url, Connections::KeptOpen)
         .await
         .expect("open the store");
-    let mut settings = outbox_relay::commands::relay_settings("in-process".to_owned(), &config);
+    let mut settings = outbox_relay::relay_settings("in-process".to_owned(), &config);
     settings.dispatch.batch_size = 50;
     let relay = Relay::new(
         Arc::clone(&opened),

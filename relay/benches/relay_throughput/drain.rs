@@ -4,9 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use outbox_relay::commands::relay_settings;
 use outbox_relay::publish::Publisher;
-use outbox_relay::store::{EventSource, OperatorStore, OutboxStore, PostgresStore, ReplayWindow};
+use outbox_relay::relay_settings;
+use outbox_relay::source::{EventSource, OutboxStore};
+use outbox_relay::store::{OperatorStore, PostgresStore, ReplayWindow};
 use outbox_relay::{Relay, RelayConfig, Wakeup};
 use tokio_util::sync::CancellationToken;
 

@@ -6,9 +6,10 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use outbox_relay::commands::relay_settings;
 use outbox_relay::publish::Publisher;
-use outbox_relay::store::{EventSource, OutboxStore, PostgresStore};
+use outbox_relay::relay_settings;
+use outbox_relay::source::{EventSource, OutboxStore};
+use outbox_relay::store::PostgresStore;
 use outbox_relay::{Relay, RelayConfig, Wakeup};
 use tokio_util::sync::CancellationToken;
 

@@ -8,13 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use outbox_relay::commands::relay_settings;
-use outbox_relay::logical::{LogicalSource, SlotName, prepare};
+use outbox_relay::event::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
 use outbox_relay::publish::Publisher;
-use outbox_relay::store::{
-    ClaimedEvent, EventSource, FailedAttempt, FetchLimit, Lease, LeaseStore, OutboxStore,
-    PostgresStore,
-};
+use outbox_relay::relay_settings;
+use outbox_relay::source::logical::{LogicalSource, SlotName, prepare};
+use outbox_relay::source::{EventSource, OutboxStore};
+use outbox_relay::store::{LeaseStore, PostgresStore};
 use outbox_relay::{Relay, RelayConfig, Wakeup};
 use outbox_testkit::{ReplicationSlotGuard, unique_slot_name};
 use tokio::sync::Notify;

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use outbox_relay::store::{EventSource, FetchLimit, LeaseStore, PostgresStore};
+use outbox_relay::event::FetchLimit;
+use outbox_relay::source::EventSource;
+use outbox_relay::store::{LeaseStore, PostgresStore};
 
 use crate::Settings;
 use crate::events::enqueue_all;

@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
+use outbox_relay::event::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
 use outbox_relay::publish::{PublishFailure, Publisher};
+use outbox_relay::source::{EventSource, OutboxStore};
 use outbox_relay::store::{
-    ClaimedEvent, DeadEvent, DeadSelector, EventSource, FailedAttempt, FetchLimit, Lease,
-    LeaseStore, OperatorStore, OutboxBacklog, OutboxStatus, OutboxStore, ReplayWindow,
+    DeadEvent, DeadSelector, LeaseStore, OperatorStore, OutboxBacklog, OutboxStatus, ReplayWindow,
 };
 use outbox_relay::{Error, OutboundEvent};
 use uuid::Uuid;

@@ -15,7 +15,7 @@
 
 use super::Dispatcher;
 use super::publish::SentBatch;
-use crate::store::{ClaimedEvent, FetchLimit};
+use crate::event::{ClaimedEvent, FetchLimit};
 
 /// The payload bytes of `events`.
 pub(super) fn payload_bytes(events: &[ClaimedEvent]) -> usize {

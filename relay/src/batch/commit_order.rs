@@ -2,8 +2,8 @@
 //! of id order, or acknowledged past an earlier event that failed.
 
 use super::Dispatcher;
-use super::waves::aggregate_key;
-use crate::store::ClaimedEvent;
+use crate::event::ClaimedEvent;
+use crate::event::aggregate_key;
 
 /// Aggregates remembered for the commit-order check before the memory is
 /// cleared.

@@ -2,7 +2,7 @@
 //! dead on the last attempt, fenced by the leases of the batch.
 
 use super::Dispatcher;
-use crate::store::{ClaimedEvent, FailedAttempt, Lease};
+use crate::event::{ClaimedEvent, FailedAttempt, Lease};
 
 impl Dispatcher {
     pub(super) async fn record_rejections(

@@ -23,10 +23,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::byte_budget::payload_bytes;
 use super::publish::SentBatch;
-use super::waves::aggregate_key;
 use super::{Dispatcher, LoopState};
-use crate::Error;
-use crate::store::{ClaimedEvent, FetchLimit, Lease};
+use crate::error::Error;
+use crate::event::aggregate_key;
+use crate::event::{ClaimedEvent, FetchLimit, Lease};
 
 /// Most ids a fetch leaves out: 12 KB of parameters on PostgreSQL.
 const MAX_EXCLUDED_IDS: usize = 1_000;

@@ -13,9 +13,9 @@ use std::collections::HashSet;
 use tokio_util::sync::CancellationToken;
 
 use super::publish::{BatchOutcome, SentBatch};
-use super::waves::AggregateKey;
 use super::{Dispatcher, LoopState, quiet};
-use crate::store::Lease;
+use crate::event::AggregateKey;
+use crate::event::Lease;
 
 /// Most batches in flight at once. At a modest steady rate, batches of a
 /// few events follow one another closely; this many keep being sent

@@ -8,8 +8,8 @@ use tokio::task::{JoinError, JoinHandle};
 
 use super::Dispatcher;
 use super::publish::BatchOutcome;
-use crate::Error;
-use crate::store::Lease;
+use crate::error::Error;
+use crate::event::Lease;
 
 /// A mark in flight: the ids it was given and its task, which returns the
 /// rows it marked.

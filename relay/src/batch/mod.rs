@@ -41,7 +41,9 @@ mod handover;
 mod in_flight;
 mod marker;
 mod publish;
+mod publish_health;
 mod quiet;
+mod retry;
 pub(crate) mod waves;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -51,16 +53,16 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::event::{AggregateKey, ClaimedEvent, Lease, Wakeup};
 use crate::leases::LeaseKeeper;
 use crate::metrics::RelayMetrics;
 use crate::publish::Publisher;
-use crate::publish_health::PublishHealth;
-use crate::retry::RetryPolicy;
-use crate::store::{ClaimedEvent, EventSource, Lease};
-use crate::wakeup::Wakeup;
+use crate::source::EventSource;
 use marker::MarkInFlight;
 use publish::SentBatch;
-use waves::AggregateKey;
+
+pub use publish_health::PublishHealth;
+pub use retry::RetryPolicy;
 
 /// Settings of the batch loop.
 #[derive(Debug, Clone)]

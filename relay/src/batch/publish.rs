@@ -13,9 +13,10 @@ use tracing::Instrument;
 
 use super::Dispatcher;
 use super::byte_budget::payload_bytes;
-use super::waves::{AggregateKey, aggregate_key, split_into_topic_runs, split_into_waves};
+use super::waves::{split_into_topic_runs, split_into_waves};
+use crate::event::{AggregateKey, aggregate_key};
+use crate::event::{ClaimedEvent, Lease};
 use crate::publish::{PendingAcknowledgements, PublishFailure};
-use crate::store::{ClaimedEvent, Lease};
 
 /// What happened to the events of one batch.
 #[derive(Default)]

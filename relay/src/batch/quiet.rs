@@ -9,7 +9,7 @@
 //! (commits arrive faster than the relay polls), it keeps polling every
 //! `poll_interval_min` for [`QUIET_WINDOW`]. While it does, it says so in
 //! the database
-//! ([`EventSource::quiet_notifications`](crate::store::EventSource::quiet_notifications)),
+//! ([`EventSource::quiet_notifications`](crate::source::EventSource::quiet_notifications)),
 //! and the trigger skips the `NOTIFY` while no relay waits for one.
 //!
 //! Below that rate a notification costs the producers little, and it wakes

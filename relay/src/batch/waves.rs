@@ -21,19 +21,7 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
-use crate::OutboundEvent;
-use crate::store::ClaimedEvent;
-
-/// Aggregate identity: (aggregate type, aggregate id).
-pub(crate) type AggregateKey = (String, String);
-
-/// The aggregate of an event.
-pub(crate) fn aggregate_key(claimed: &ClaimedEvent) -> AggregateKey {
-    (
-        claimed.event.aggregate_type.clone(),
-        claimed.event.aggregate_id.clone(),
-    )
-}
+use crate::event::{AggregateKey, ClaimedEvent, OutboundEvent, aggregate_key};
 
 /// Split `batch` (in id order) into waves.
 pub(crate) fn split_into_waves(batch: Vec<ClaimedEvent>) -> Vec<Vec<ClaimedEvent>> {

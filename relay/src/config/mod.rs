@@ -19,10 +19,15 @@
 //! are in `validate`, duration parsing in `duration`, the field
 //! deserializers in `deserialize` and the one-line errors in `diagnostics`.
 
+pub mod broker_url;
 mod byte_size;
+pub mod database_url;
 mod deserialize;
 mod diagnostics;
 mod duration;
+mod publisher;
+mod relay_settings;
+mod replay_time;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -32,22 +37,25 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::Error;
+use crate::error::Error;
 
+pub use broker_url::{BrokerUrl, DEFAULT_BROKER, resolve_broker_url};
 pub use byte_size::parse_byte_size;
+pub use database_url::{DEFAULT_DATABASE_URL, DatabaseUrl, open_store, resolve_database_url};
 pub use duration::parse_duration;
+pub use publisher::build_publisher;
+pub use relay_settings::relay_settings;
 
 use diagnostics::describe_toml_error;
+
+pub use crate::publish::rabbitmq::RoutingKey;
+pub use crate::source::DEFAULT_MAX_BATCH_BYTES;
 
 /// Events per batch when polling, unless `batch_size` says otherwise.
 pub const DEFAULT_POLLING_BATCH_SIZE: u32 = 500;
 /// Events per batch on the logical source, unless `batch_size` says
 /// otherwise.
 pub const DEFAULT_LOGICAL_BATCH_SIZE: u32 = 2000;
-/// Payload bytes the relay holds for publishing at once, unless
-/// `max_batch_bytes` says otherwise: 32 MiB.
-pub const DEFAULT_MAX_BATCH_BYTES: u64 = 32 << 20;
-
 /// The relay's settings. [`Default`] gives the documented defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -161,7 +169,7 @@ impl Default for RelayConfig {
             shutdown_timeout: Duration::from_secs(30),
             handover_after: None,
             source: EventSourceKind::default(),
-            slot: crate::logical::DEFAULT_SLOT.to_owned(),
+            slot: crate::source::logical::DEFAULT_SLOT.to_owned(),
             instance_id: None,
             retry: RetryConfig::default(),
             dead_letter: DeadLetterConfig::default(),
@@ -174,7 +182,7 @@ impl Default for RelayConfig {
 }
 
 /// Where the relay finds committed events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EventSourceKind {
     /// `"poll"`: read pending rows of the leased partitions, mark them
@@ -402,17 +410,6 @@ impl AmqpConfig {
 pub struct AmqpRoute {
     /// The routing key, `"event_type"` for each event's type. Required.
     pub routing_key: RoutingKey,
-}
-
-/// An AMQP routing key setting. Written in TOML as a string: `"event_type"`
-/// or any fixed key.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum RoutingKey {
-    /// `"event_type"`: the event's `event_type`, e.g. `order.created`.
-    #[default]
-    EventType,
-    /// Any other string: this key for every event.
-    Fixed(String),
 }
 
 /// `[http]`: the HTTP endpoint for health checks and metrics.

@@ -69,7 +69,7 @@ impl RelayConfig {
             .related_to(&["poll_interval_min"]));
         }
         check_positive(&["shutdown_timeout"], self.shutdown_timeout)?;
-        if let Err(error) = crate::logical::SlotName::parse(&self.slot) {
+        if let Err(error) = crate::source::logical::SlotName::parse(&self.slot) {
             return Err(Problem::new(&["slot"], error.to_string()));
         }
         if let Some(handover_after) = self.handover_after
@@ -279,7 +279,7 @@ mod tests {
         assert_eq!(bytes.max_batch_bytes, 1 << 20);
         assert_eq!(
             RelayConfig::default().max_batch_bytes,
-            super::super::DEFAULT_MAX_BATCH_BYTES
+            crate::source::DEFAULT_MAX_BATCH_BYTES
         );
         for (text, expected) in [
             ("max_batch_bytes = \"32 megs\"\n", "unknown unit \"megs\""),

@@ -34,7 +34,7 @@ use outbox::wire;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::OutboundEvent;
+use crate::event::OutboundEvent;
 use crate::publish::PublishFailure;
 
 pub use outbox::wire::{CONTENT_TYPE_JSON, REPLAY_MARK, SPEC_VERSION, is_valid_attribute_name};

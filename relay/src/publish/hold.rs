@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use super::PublishFailure;
-use crate::OutboundEvent;
+use crate::event::OutboundEvent;
 
 /// The aggregates of one publish that had an event fail before it was sent
 /// (an invalid event, an unknown topic, a record the client refused). Their

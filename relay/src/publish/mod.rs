@@ -4,17 +4,15 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::OutboundEvent;
+use crate::event::OutboundEvent;
 
 pub mod cloudevent;
-mod from_config;
 mod hold;
 pub mod kafka;
 pub mod rabbitmq;
 mod send_order;
 pub mod stdout;
 
-pub use from_config::build_publisher;
 pub(crate) use hold::AggregateHolds;
 pub use kafka::{KafkaPublisher, KafkaPublisherConfig};
 pub use rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};

@@ -16,7 +16,7 @@ use std::sync::{Mutex, PoisonError};
 
 use futures::future::BoxFuture;
 
-use crate::OutboundEvent;
+use crate::event::OutboundEvent;
 use crate::publish::cloudevent::CloudEvent;
 use crate::publish::{AggregateHolds, PublishFailure, Publisher};
 

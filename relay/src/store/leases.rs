@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::Lease;
-use crate::Error;
+use crate::error::Error;
+use crate::event::Lease;
 
 /// The lease statements. Time is the database's clock (`now()`), never the
 /// relay's, so instances on different hosts agree on lease expiry.

@@ -1,15 +1,15 @@
 //! The relay's database side: one store for every SQL backend
 //! (`sql_store/`), a dialect per backend (`postgres.rs`, `mysql.rs`,
 //! `sqlite.rs`, with their SQL in `store/sql/<backend>/`), the row mapping
-//! they share (`rows.rs`), and three traits by who uses them:
+//! they share (`rows.rs`), and two traits by who uses them:
 //!
 //! - [`LeaseStore`]: partition leases with fencing tokens, and heartbeats.
-//! - [`EventSource`]: the batch loop's hot path: fetch due events, mark
-//!   the acknowledged ones, record failures, watch for commits.
 //! - [`OperatorStore`]: status, `/metrics` gauges, dead events, replay
 //!   reads, migrations and retention.
 //!
-//! [`OutboxStore`] is all three, what [`open_store`] returns.
+//! The batch loop's hot path (fetch due events, mark the acknowledged
+//! ones, record failures, watch for commits) is [`SqlStore`]'s too; the
+//! polling source (`crate::source`) offers it to the loop.
 //!
 //! Every write the relay makes for a partition is fenced: it names the
 //! partition's lease token as acquired, and matches nothing once another
@@ -33,7 +33,6 @@ macro_rules! numbered_statements {
     };
 }
 
-mod event_source;
 mod leases;
 mod mysql;
 mod operator;
@@ -44,23 +43,19 @@ mod sqlite;
 mod tcp_nodelay;
 mod types;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-pub use event_source::EventSource;
 pub use leases::LeaseStore;
 pub use mysql::MySqlStore;
 pub use operator::OperatorStore;
 pub use postgres::PostgresStore;
-pub use sql_store::SqlStore;
+pub use sql_store::{Dialect, SqlStore};
 pub use sqlite::SqliteStore;
 pub use types::{
-    ClaimedEvent, DeadEvent, DeadSelector, FailedAttempt, FetchLimit, Lease, LiveLease,
-    OutboxBacklog, OutboxStatus, ReplayWindow, TopicStatus,
+    DeadEvent, DeadSelector, LiveLease, OutboxBacklog, OutboxStatus, ReplayWindow, TopicStatus,
 };
 
-use crate::Error;
-use crate::database_url::DatabaseUrl;
+use crate::error::Error;
 
 /// Connections per relay: the batch loop, the marks in flight, lease
 /// renewal, retention and the LISTEN connection.
@@ -82,34 +77,10 @@ pub enum Connections {
     KeptOpen,
 }
 
-/// Every statement the relay runs: what one database gives it.
-pub trait OutboxStore: LeaseStore + EventSource + OperatorStore {}
-
-impl<T: LeaseStore + EventSource + OperatorStore> OutboxStore for T {}
-
-/// Connect to the database `url` names, with the store of its backend and
-/// its pool's `connections`.
-///
-/// # Errors
-/// [`Error::InvalidDatabaseUrl`] for options sqlx rejects;
-/// [`Error::Database`] when the database cannot be reached.
-pub async fn open_store(
-    url: &DatabaseUrl,
-    connections: Connections,
-) -> Result<Arc<dyn OutboxStore>, Error> {
-    Ok(match url {
-        DatabaseUrl::Postgres(text) => {
-            Arc::new(PostgresStore::connect_with(text, connections).await?)
-        }
-        DatabaseUrl::MySql(text) => Arc::new(MySqlStore::connect_with(text, connections).await?),
-        DatabaseUrl::Sqlite(text) => Arc::new(SqliteStore::connect_with(text, connections).await?),
-    })
-}
-
 /// The error of a URL whose options sqlx rejects; the password is masked.
 fn invalid_url(url: &str, error: sqlx::Error) -> Error {
     Error::InvalidDatabaseUrl {
-        url: crate::database_url::mask_password(url),
+        url: outbox::mask_password(url),
         reason: error.to_string(),
     }
 }

@@ -21,7 +21,7 @@ use super::sql_store::Param::{
 use super::sql_store::{
     Bound, Dialect, ExplainFetch, LeaseStatements, RowsAffected, SqlStore, Statement, Statements,
 };
-use crate::Error;
+use crate::error::Error;
 
 /// The relay's store on MySQL / MariaDB.
 pub type MySqlStore = SqlStore<MySqlDialect>;

@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 
 use super::{DeadEvent, DeadSelector, OutboxBacklog, OutboxStatus, ReplayWindow};
-use crate::{Error, OutboundEvent};
+use crate::error::Error;
+use crate::event::OutboundEvent;
 
 /// Reads and repairs for operators, and table upkeep. None of it runs on
 /// the batch loop's path.

@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 use super::sql_store::{
     Bound, Dialect, ExplainFetch, NumberedSql, RowsAffected, SqlStore, Statements,
 };
-use crate::Error;
-use crate::wakeup::{NOTIFY_CHANNEL, Wakeup};
+use crate::error::Error;
+use crate::event::{NOTIFY_CHANNEL, Wakeup};
 
 /// Statements run before a fetch, in its transaction: the planner must not
 /// sort the pending rows. The fetch wants the first rows in id order, which

@@ -10,11 +10,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
-use super::{
-    ClaimedEvent, DeadEvent, DeadSelector, Lease, LiveLease, OutboxBacklog, OutboxStatus,
-    TopicStatus,
-};
-use crate::OutboundEvent;
+use super::{DeadEvent, DeadSelector, LiveLease, OutboxBacklog, OutboxStatus, TopicStatus};
+use crate::event::{ClaimedEvent, Lease, OutboundEvent};
 
 /// A column of a result row: its name, or its position from 0 (for the
 /// one column of a statement that returns a single value).

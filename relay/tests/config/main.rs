@@ -4,12 +4,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use outbox::mask_password;
 use outbox_relay::Error;
-use outbox_relay::broker_url::{BrokerUrl, DEFAULT_BROKER, resolve_broker_url};
+use outbox_relay::config::broker_url::{BrokerUrl, DEFAULT_BROKER, resolve_broker_url};
+use outbox_relay::config::database_url::{DEFAULT_DATABASE_URL, DatabaseUrl, resolve_database_url};
 use outbox_relay::config::{DeadLetterPolicy, RelayConfig, RoutingKey, parse_duration};
-use outbox_relay::database_url::{
-    DEFAULT_DATABASE_URL, DatabaseUrl, mask_password, resolve_database_url,
-};
 
 const EXAMPLE: &str = include_str!("../../examples/relay.toml");
 

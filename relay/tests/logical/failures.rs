@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use outbox_relay::publish::{PublishFailure, Publisher};
-use outbox_relay::store::{DeadSelector, EventSource, LeaseStore, OperatorStore, OutboxStore};
+use outbox_relay::source::{EventSource, OutboxStore};
+use outbox_relay::store::{DeadSelector, LeaseStore, OperatorStore};
 use outbox_relay::{
     DeadLetterConfig, DeadLetterPolicy, DispatchTotals, OutboundEvent, Relay, RelayConfig,
     RetryConfig, Wakeup,
@@ -110,7 +111,7 @@ fn start_relay(
         dead_letter: DeadLetterConfig { policy },
         ..RelayConfig::default()
     };
-    let settings = outbox_relay::commands::relay_settings("relay-failures".to_owned(), &config);
+    let settings = outbox_relay::relay_settings("relay-failures".to_owned(), &config);
     let wakeup = Wakeup::new();
     let stop = CancellationToken::new();
     source.watch_commits(wakeup.clone(), stop.clone());

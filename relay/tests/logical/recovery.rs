@@ -6,7 +6,8 @@
 //! recovery all reach the broker, each aggregate in order, with no
 //! hand-written SQL; and the recovery refuses to run while a relay streams.
 
-use outbox_relay::logical::{HANDED_OVER_NOTE, recover_slot};
+use outbox_relay::operator::recover_slot;
+use outbox_relay::source::logical::HANDED_OVER_NOTE;
 use outbox_testkit::{Collected, kafka, unique_name};
 
 use crate::harness::{DELIVERY_WAIT, LogicalDatabase, WAIT, all_arrive, stop};

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use outbox_relay::logical::unconfirmed_in_window;
+use outbox_relay::operator::unconfirmed_in_window;
 use outbox_relay::store::ReplayWindow;
 use outbox_testkit::{Received, rabbitmq, unique_name};
 

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use outbox_relay::store::{EventSource, FetchLimit, LeaseStore};
+use outbox_relay::event::FetchLimit;
+use outbox_relay::source::EventSource;
+use outbox_relay::store::LeaseStore;
 use sqlx::Acquire;
 
 use crate::harness::{LogicalDatabase, WAIT, acquire, fetch_at_least, insert_event};
@@ -42,7 +44,7 @@ async fn events_arrive_in_commit_order_and_the_slot_waits_for_every_earlier_tran
     assert_eq!(source.confirmed_position(), before);
     assert_eq!(source.unsettled_events(), 1);
     // A mark under another lease token changes nothing.
-    let stale = [outbox_relay::store::Lease {
+    let stale = [outbox_relay::event::Lease {
         partition_no: 0,
         lease_token: leases[0].lease_token + 1,
     }];
@@ -98,7 +100,7 @@ async fn a_failure_recorded_before_a_restart_does_not_hold_the_slot_after_it() {
     let flowing = insert_event(connection, "t", "b-1", 1).await;
     transaction.commit().await.expect("commit");
     assert_eq!(fetch_at_least(&source, 2).await.len(), 2);
-    let failure = outbox_relay::store::FailedAttempt {
+    let failure = outbox_relay::event::FailedAttempt {
         id: failed,
         partition_no: 0,
         error: "rejected by the broker".to_owned(),

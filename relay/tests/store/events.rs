@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use outbox_relay::Wakeup;
-use outbox_relay::store::{DeadSelector, FailedAttempt, FetchLimit};
+use outbox_relay::event::{FailedAttempt, FetchLimit};
+use outbox_relay::store::DeadSelector;
 use outbox_testkit::TestDatabase;
 
 use super::{LONG, StoreBackend, enqueue, lease_all_and_fetch, partitions};

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use outbox_relay::store::{FailedAttempt, FetchLimit};
+use outbox_relay::event::{FailedAttempt, FetchLimit};
 use outbox_testkit::TestDatabase;
 
 use super::{LONG, StoreBackend, enqueue, partitions};

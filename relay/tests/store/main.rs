@@ -12,10 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox::Event;
-use outbox_relay::store::{
-    ClaimedEvent, FailedAttempt, FetchLimit, Lease, MySqlStore, OutboxStore, PostgresStore,
-    SqliteStore,
-};
+use outbox_relay::event::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
+use outbox_relay::source::OutboxStore;
+use outbox_relay::store::{MySqlStore, PostgresStore, SqliteStore};
 use outbox_testkit::{TestBackend, TestDatabase};
 use serde::Serialize;
 

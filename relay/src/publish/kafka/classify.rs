@@ -9,7 +9,7 @@ use rdkafka::producer::Producer;
 
 use super::KafkaPublisher;
 use super::topics::missing_topic_failure;
-use crate::OutboundEvent;
+use crate::event::OutboundEvent;
 use crate::publish::PublishFailure;
 
 impl KafkaPublisher {

@@ -75,7 +75,7 @@ pub(super) struct CurrentProducer {
 pub(super) fn create_producer(
     config: &ClientConfig,
     connected: &Arc<AtomicBool>,
-) -> Result<RelayProducer, crate::Error> {
+) -> Result<RelayProducer, crate::error::Error> {
     let context = RelayContext {
         connected: Arc::clone(connected),
     };
@@ -90,11 +90,11 @@ impl KafkaPublisher {
     /// as unavailable and replaces the producer.
     ///
     /// # Errors
-    /// [`crate::Error::Config`] when `reason` contains a NUL byte, and
-    /// [`crate::Error::Kafka`] when the producer is already in a fatal
+    /// [`crate::error::Error::Config`] when `reason` contains a NUL byte, and
+    /// [`crate::error::Error::Kafka`] when the producer is already in a fatal
     /// error state.
-    pub fn inject_fatal_error(&self, reason: &str) -> Result<(), crate::Error> {
-        let reason = CString::new(reason).map_err(|_| crate::Error::Config {
+    pub fn inject_fatal_error(&self, reason: &str) -> Result<(), crate::error::Error> {
+        let reason = CString::new(reason).map_err(|_| crate::error::Error::Config {
             path: "inject_fatal_error".to_owned(),
             reason: "the reason contains a NUL byte".to_owned(),
         })?;
@@ -110,7 +110,9 @@ impl KafkaPublisher {
         };
         match RDKafkaErrorCode::from(code) {
             RDKafkaErrorCode::NoError => Ok(()),
-            other => Err(crate::Error::Kafka(KafkaError::MessageProduction(other))),
+            other => Err(crate::error::Error::Kafka(KafkaError::MessageProduction(
+                other,
+            ))),
         }
     }
 
@@ -119,14 +121,14 @@ impl KafkaPublisher {
     /// [`Publisher::is_connected`](crate::publish::Publisher::is_connected).
     ///
     /// # Errors
-    /// [`crate::Error::Kafka`] when no broker answers in time.
-    pub async fn check_connection(&self) -> Result<(), crate::Error> {
+    /// [`crate::error::Error::Kafka`] when no broker answers in time.
+    pub async fn check_connection(&self) -> Result<(), crate::error::Error> {
         let producer = self.producer();
         let timeout = self.config.metadata_timeout;
         let result =
             tokio::task::spawn_blocking(move || producer.client().fetch_metadata(None, timeout))
                 .await
-                .map_err(|error| crate::Error::Io(std::io::Error::other(error)))?;
+                .map_err(|error| crate::error::Error::Io(std::io::Error::other(error)))?;
         match result {
             Ok(_) => {
                 self.connected.store(true, Ordering::Relaxed);
@@ -134,7 +136,7 @@ impl KafkaPublisher {
             }
             Err(error) => {
                 self.connected.store(false, Ordering::Relaxed);
-                Err(crate::Error::Kafka(error))
+                Err(crate::error::Error::Kafka(error))
             }
         }
     }
@@ -155,7 +157,7 @@ impl KafkaPublisher {
     /// Replace the producer by a fresh one (new producer id, empty
     /// queues). The old one is dropped off the async threads: dropping
     /// purges its queues and may wait for librdkafka's threads.
-    pub(super) fn recreate_producer(&self, reason: &str) -> Result<(), crate::Error> {
+    pub(super) fn recreate_producer(&self, reason: &str) -> Result<(), crate::error::Error> {
         match create_producer(&self.producer_config, &self.connected) {
             Ok(producer) => {
                 let old = {

@@ -117,9 +117,9 @@ impl KafkaPublisherConfig {
     /// Checks the settings librdkafka does not check for the publisher:
     /// the brokers, the timeouts, the counts of new topics, and the client
     /// options that would weaken the guarantee.
-    pub(super) fn validate(&self) -> Result<(), crate::Error> {
+    pub(super) fn validate(&self) -> Result<(), crate::error::Error> {
         if self.brokers.is_empty() || self.brokers.iter().any(|broker| broker.trim().is_empty()) {
-            return Err(crate::Error::InvalidBrokerUrl {
+            return Err(crate::error::Error::InvalidBrokerUrl {
                 url: self.brokers.join(","),
                 reason: "no Kafka broker given (expected host:port[,host:port...])".to_owned(),
             });
@@ -140,7 +140,7 @@ impl KafkaPublisherConfig {
             ));
         }
         for (name, value) in &self.client_options {
-            check_client_option(name, value).map_err(|reason| crate::Error::Config {
+            check_client_option(name, value).map_err(|reason| crate::error::Error::Config {
                 path: "--config".to_owned(),
                 reason: format!("kafka client option `{name}`: {reason}"),
             })?;
@@ -149,9 +149,9 @@ impl KafkaPublisherConfig {
     }
 }
 
-/// A [`crate::Error::Config`] naming the field of `[kafka]`.
-fn config_error(field: &str, reason: &str) -> crate::Error {
-    crate::Error::Config {
+/// A [`crate::error::Error::Config`] naming the field of `[kafka]`.
+fn config_error(field: &str, reason: &str) -> crate::error::Error {
+    crate::error::Error::Config {
         path: "--config".to_owned(),
         reason: format!("kafka.{field} {reason}"),
     }

@@ -5,7 +5,7 @@
 use outbox::wire;
 use rdkafka::message::{Header, OwnedHeaders};
 
-use crate::OutboundEvent;
+use crate::event::OutboundEvent;
 use crate::publish::cloudevent::CloudEvent;
 
 /// The headers of the binary content mode of the CloudEvents Kafka binding:

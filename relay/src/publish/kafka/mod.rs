@@ -58,7 +58,7 @@ use rdkafka::config::ClientConfig;
 pub use config::KafkaPublisherConfig;
 pub(crate) use guarantee::check_client_option;
 
-use crate::OutboundEvent;
+use crate::event::OutboundEvent;
 use crate::publish::send_order::SendOrder;
 use crate::publish::{PendingAcknowledgements, PublishFailure, Publisher, SentEvents};
 use client::{CurrentProducer, create_producer};
@@ -106,13 +106,13 @@ impl KafkaPublisher {
     /// librdkafka does not accept, such as an unknown client option.
     ///
     /// # Errors
-    /// [`crate::Error::InvalidBrokerUrl`] without brokers,
-    /// [`crate::Error::Config`] for a setting out of range or a client
+    /// [`crate::error::Error::InvalidBrokerUrl`] without brokers,
+    /// [`crate::error::Error::Config`] for a setting out of range or a client
     /// option that would weaken the guarantee (`acks` other than `all`,
     /// `enable.idempotence` other than `true`, `partitioner = "random"`),
-    /// and [`crate::Error::Kafka`] for a client option librdkafka refuses,
+    /// and [`crate::error::Error::Kafka`] for a client option librdkafka refuses,
     /// such as `max.in.flight` above 5 under idempotence.
-    pub fn new(config: KafkaPublisherConfig) -> Result<Self, crate::Error> {
+    pub fn new(config: KafkaPublisherConfig) -> Result<Self, crate::error::Error> {
         config.validate()?;
         let producer_config = config.producer_config();
         let connected = Arc::new(AtomicBool::new(false));

@@ -17,7 +17,7 @@ use super::KafkaPublisher;
 use super::client::RelayProducer;
 use super::headers::kafka_headers;
 use super::topics::check_topic_name;
-use crate::OutboundEvent;
+use crate::event::OutboundEvent;
 use crate::publish::cloudevent::CloudEvent;
 use crate::publish::send_order::UnsettledSend;
 use crate::publish::{AggregateHolds, PublishFailure};

@@ -4,8 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::config::RoutingKey;
-use crate::mask_password;
+use outbox::mask_password;
 
 /// Settings of a [`RabbitMqPublisher`](super::RabbitMqPublisher).
 #[derive(Clone, PartialEq, Eq)]
@@ -42,15 +41,15 @@ impl RabbitMqPublisherConfig {
 
     /// Checks the URL, the timeouts and the length of every exchange name
     /// and fixed routing key (AMQP short strings, at most 255 bytes).
-    pub(super) fn validate(&self) -> Result<(), crate::Error> {
+    pub(super) fn validate(&self) -> Result<(), crate::error::Error> {
         if let Err(reason) = self.url.parse::<lapin::uri::AMQPUri>() {
-            return Err(crate::Error::InvalidBrokerUrl {
+            return Err(crate::error::Error::InvalidBrokerUrl {
                 url: mask_password(&self.url),
                 reason,
             });
         }
         if self.confirm_timeout.is_zero() || self.connect_timeout.is_zero() {
-            return Err(crate::Error::Config {
+            return Err(crate::error::Error::Config {
                 path: "--config".to_owned(),
                 reason:
                     "rabbitmq.confirm_timeout and rabbitmq.connect_timeout must be more than zero"
@@ -68,7 +67,7 @@ impl RabbitMqPublisherConfig {
                 RoutingKey::Fixed(key) => key.len(),
             };
             if exchange.len() > 255 || key_length > 255 {
-                return Err(crate::Error::Config {
+                return Err(crate::error::Error::Config {
                     path: "--config".to_owned(),
                     reason: format!(
                         "rabbitmq.routing_keys: {exchange:?} or its routing key is longer than 255 bytes"
@@ -91,4 +90,15 @@ impl std::fmt::Debug for RabbitMqPublisherConfig {
             .field("connect_timeout", &self.connect_timeout)
             .finish()
     }
+}
+
+/// An AMQP routing key setting. Written in TOML as a string: `"event_type"`
+/// or any fixed key.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RoutingKey {
+    /// `"event_type"`: the event's `event_type`, e.g. `order.created`.
+    #[default]
+    EventType,
+    /// Any other string: this key for every event.
+    Fixed(String),
 }

@@ -4,7 +4,7 @@
 
 use super::RabbitMqPublisher;
 use super::exchanges::missing_exchange_failure;
-use crate::OutboundEvent;
+use crate::event::OutboundEvent;
 use crate::publish::PublishFailure;
 
 /// AMQP reply codes the publisher tells apart.

@@ -6,8 +6,8 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use outbox::wire;
 
 use super::RabbitMqPublisher;
-use crate::OutboundEvent;
-use crate::config::RoutingKey;
+use super::config::RoutingKey;
+use crate::event::OutboundEvent;
 use crate::publish::PublishFailure;
 use crate::publish::cloudevent::{CONTENT_TYPE_JSON, CloudEvent};
 

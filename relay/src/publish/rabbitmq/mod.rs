@@ -49,13 +49,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::future::BoxFuture;
 
-pub use config::RabbitMqPublisherConfig;
+pub use config::{RabbitMqPublisherConfig, RoutingKey};
 
-use crate::OutboundEvent;
-use crate::mask_password;
+use crate::event::OutboundEvent;
 use crate::publish::send_order::SendOrder;
 use crate::publish::{PendingAcknowledgements, PublishFailure, Publisher, SentEvents};
 use connection::Session;
+use outbox::mask_password;
 
 /// Publishes outbox events to RabbitMQ (see the module documentation).
 pub struct RabbitMqPublisher {
@@ -95,10 +95,10 @@ impl RabbitMqPublisher {
     /// by the first publish or by [`RabbitMqPublisher::connect`].
     ///
     /// # Errors
-    /// [`crate::Error::InvalidBrokerUrl`] for a URL that is not AMQP, and
-    /// [`crate::Error::Config`] for a zero timeout or a routing key or
+    /// [`crate::error::Error::InvalidBrokerUrl`] for a URL that is not AMQP, and
+    /// [`crate::error::Error::Config`] for a zero timeout or a routing key or
     /// exchange name longer than 255 bytes.
-    pub fn new(config: RabbitMqPublisherConfig) -> Result<Self, crate::Error> {
+    pub fn new(config: RabbitMqPublisherConfig) -> Result<Self, crate::error::Error> {
         config.validate()?;
         Ok(Self {
             display_url: mask_password(&config.url),

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::RabbitMqPublisher;
 use super::connection::{Session, close_channel};
 use super::message::Message;
-use crate::OutboundEvent;
+use crate::event::OutboundEvent;
 use crate::publish::send_order::UnsettledSend;
 use crate::publish::{AggregateHolds, PublishFailure};
 

@@ -1,5 +1,6 @@
-//! [`EventSource`] for [`SqlStore`]: the batch loop's fetch, marks and
-//! failures, each fenced by the leases it names.
+//! The batch loop's statements on [`SqlStore`]: the fetch, the marks and
+//! the failures, each fenced by the leases it names. The polling source
+//! (`source/polling.rs`) offers them to the loop as its `EventSource`.
 
 use std::time::Duration;
 
@@ -11,10 +12,10 @@ use super::Param::{
     PartitionCount, Partitions, RelayId, RetryDelay,
 };
 use super::{Dialect, On, SqlDatabase, SqlStore, Values, commit, execute, on_either};
-use crate::Error;
+use crate::error::Error;
+use crate::event::Wakeup;
+use crate::event::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
 use crate::store::rows::{claimed_from_row, leases_json};
-use crate::store::{ClaimedEvent, EventSource, FailedAttempt, FetchLimit, Lease};
-use crate::wakeup::Wakeup;
 
 /// The values of the batch loop's fetch.
 pub(super) fn fetch_pending_values<D: Dialect>(
@@ -33,8 +34,13 @@ pub(super) fn fetch_pending_values<D: Dialect>(
         .with(MaxBytes, D::Database::bigint(limit.bytes))
 }
 
-impl<D: Dialect> EventSource for SqlStore<D> {
-    fn fetch_pending<'a>(
+impl<D: Dialect> SqlStore<D> {
+    /// Fetch the due events of `partitions`, leaving out `exclude`, within
+    /// `limit`, each aggregate's in order.
+    ///
+    /// # Errors
+    /// [`Error::Database`] when the statement fails.
+    pub(crate) fn fetch_pending<'a>(
         &'a self,
         partition_count: i32,
         partitions: &'a [i32],
@@ -67,7 +73,11 @@ impl<D: Dialect> EventSource for SqlStore<D> {
         })
     }
 
-    fn mark_published<'a>(
+    /// Mark `ids` published, fenced by `leases`; returns the rows marked.
+    ///
+    /// # Errors
+    /// [`Error::Database`] when the statement fails.
+    pub(crate) fn mark_published<'a>(
         &'a self,
         relay_id: &'a str,
         partition_count: i32,
@@ -92,7 +102,11 @@ impl<D: Dialect> EventSource for SqlStore<D> {
         })
     }
 
-    fn record_failures<'a>(
+    /// Record `failures`, fenced by `leases`; returns the rows updated.
+    ///
+    /// # Errors
+    /// [`Error::Database`] when a statement fails.
+    pub(crate) fn record_failures<'a>(
         &'a self,
         relay_id: &'a str,
         partition_count: i32,
@@ -120,11 +134,18 @@ impl<D: Dialect> EventSource for SqlStore<D> {
         })
     }
 
-    fn watch_commits(&self, wakeup: Wakeup, stop: CancellationToken) {
+    /// Raise `wakeup` whenever events are committed, until `stop`, where
+    /// the database can tell.
+    pub(crate) fn watch_commits(&self, wakeup: Wakeup, stop: CancellationToken) {
         D::watch_commits(&self.pool, wakeup, stop);
     }
 
-    fn quiet_notifications<'a>(
+    /// Tell producers' triggers that relay `relay_id` polls on its own for
+    /// `window`; returns whether the database has such notifications.
+    ///
+    /// # Errors
+    /// [`Error::Database`] when the statement fails.
+    pub(crate) fn quiet_notifications<'a>(
         &'a self,
         relay_id: &'a str,
         window: Duration,

@@ -6,8 +6,8 @@ use sqlx::{Database, Pool};
 
 use super::events::fetch_pending_values;
 use super::{Dialect, SqlStore};
-use crate::Error;
-use crate::store::FetchLimit;
+use crate::error::Error;
+use crate::event::FetchLimit;
 
 /// A dialect whose database explains a statement's plan as JSON.
 pub trait ExplainFetch: Dialect {

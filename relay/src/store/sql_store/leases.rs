@@ -10,9 +10,10 @@ use super::Param::{Leases, Limit, Partitions, RelayId, TimeToLive};
 use super::{
     Dialect, LeaseStatements, On, SqlDatabase, SqlStore, Values, execute, fetch_all, fetch_one,
 };
-use crate::Error;
+use crate::error::Error;
+use crate::event::Lease;
+use crate::store::LeaseStore;
 use crate::store::rows::{StoreRow, lease_from_row, leases_json, map_rows};
-use crate::store::{Lease, LeaseStore};
 
 impl<D: Dialect> LeaseStore for SqlStore<D> {
     fn partition_count(&self) -> BoxFuture<'_, Result<i32, Error>> {

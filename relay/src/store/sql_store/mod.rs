@@ -39,8 +39,8 @@ pub use statements::{LeaseStatements, Param, Statement, Statements};
 
 use super::rows::{integers_json, seconds};
 use super::{ACQUIRE_TIMEOUT, Connections, POOL_SIZE};
-use crate::Error;
-use crate::wakeup::Wakeup;
+use crate::error::Error;
+use crate::event::Wakeup;
 
 /// The options a connection of `D` is opened with.
 pub type ConnectOptions<DB> = <<DB as Database>::Connection as Connection>::Options;

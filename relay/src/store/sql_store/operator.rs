@@ -11,6 +11,8 @@ use super::Param::{
     Topic, Until,
 };
 use super::{Dialect, SqlDatabase, SqlStore, Values, execute, fetch_all, fetch_one};
+use crate::error::Error;
+use crate::event::OutboundEvent;
 use crate::store::rows::{
     StoreRow, backlog_from_row, dead_from_row, map_rows, outbound_from_row, selector_binds,
     status_from_rows,
@@ -18,7 +20,6 @@ use crate::store::rows::{
 use crate::store::{
     DeadEvent, DeadSelector, OperatorStore, OutboxBacklog, OutboxStatus, ReplayWindow,
 };
-use crate::{Error, OutboundEvent};
 
 /// The values of the dead-event statements: the filters of `selector`.
 fn selector_values<D: Dialect>(selector: &DeadSelector) -> Values<D::Database> {

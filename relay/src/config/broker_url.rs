@@ -1,0 +1,291 @@
+//! [`BrokerUrl`]: the `--broker` value, checked before anything connects,
+//! and [`resolve_broker_url`], which picks it from the flag, the
+//! environment or the default.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::config::database_url::{UrlParts, parse_port, split_host_port};
+use crate::error::Error;
+use outbox::mask_password;
+
+/// The broker the relay publishes to when neither `--broker` nor the
+/// environment names one.
+pub const DEFAULT_BROKER: &str = "stdout";
+
+/// The environment variable consulted for the broker.
+const BROKER_VARIABLE: &str = "OUTBOX_BROKER";
+
+const ACCEPTED_BROKERS: &str = "expected kafka://HOST:PORT[,HOST:PORT...], \
+                                amqp://USER:PASSWORD@HOST[:PORT]/VHOST, amqps://... or stdout";
+
+/// Where the relay publishes.
+///
+/// [`Display`](fmt::Display) masks the AMQP password.
+#[derive(Clone, PartialEq, Eq)]
+pub enum BrokerUrl {
+    /// A Kafka cluster, reached through its bootstrap brokers.
+    Kafka {
+        /// The bootstrap brokers, each `host:port`, in the order given
+        /// (`bootstrap.servers` is these joined with `,`).
+        brokers: Vec<String>,
+    },
+    /// A RabbitMQ (AMQP 0-9-1) server.
+    Amqp {
+        /// The full `amqp://` or `amqps://` URL as given, with its password
+        /// and its percent-encoded vhost (`%2f` for `/`). Without a port,
+        /// the client uses 5672 for `amqp://` and 5671 for `amqps://`.
+        url: String,
+    },
+    /// One CloudEvents JSON document per line on standard output, for
+    /// trying the relay out and for piping into other tools.
+    Stdout,
+}
+
+impl BrokerUrl {
+    /// Checks `input` and classifies it by scheme.
+    ///
+    /// Accepts `kafka://host:port[,host:port...]` (every broker with a port
+    /// from 1 to 65535), `amqp://user:password@host[:port][/vhost][?query]`,
+    /// `amqps://...` and `stdout`. Surrounding whitespace is ignored and the
+    /// scheme is case-insensitive.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidBrokerUrl`], with the password masked and a reason
+    /// that names what is wrong and what is accepted.
+    pub fn parse(input: &str) -> Result<Self, Error> {
+        let trimmed = input.trim();
+        parse_broker(trimmed).map_err(|reason| Error::InvalidBrokerUrl {
+            url: mask_password(trimmed),
+            reason,
+        })
+    }
+
+    /// The broker's kind, for logs: `kafka`, `amqp` or `stdout`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BrokerUrl::Kafka { .. } => "kafka",
+            BrokerUrl::Amqp { .. } => "amqp",
+            BrokerUrl::Stdout => "stdout",
+        }
+    }
+}
+
+impl FromStr for BrokerUrl {
+    type Err = Error;
+
+    fn from_str(input: &str) -> Result<Self, Self::Err> {
+        BrokerUrl::parse(input)
+    }
+}
+
+/// The broker as it would be written on the command line, with any
+/// password masked.
+impl fmt::Display for BrokerUrl {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BrokerUrl::Kafka { brokers } => write!(formatter, "kafka://{}", brokers.join(",")),
+            BrokerUrl::Amqp { url } => formatter.write_str(&mask_password(url)),
+            BrokerUrl::Stdout => formatter.write_str("stdout"),
+        }
+    }
+}
+
+/// Masks the password, like [`Display`](fmt::Display), so that `{:?}` is
+/// safe to log too.
+impl fmt::Debug for BrokerUrl {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BrokerUrl::Kafka { brokers } => formatter
+                .debug_struct("Kafka")
+                .field("brokers", brokers)
+                .finish(),
+            BrokerUrl::Amqp { url } => formatter
+                .debug_struct("Amqp")
+                .field("url", &mask_password(url))
+                .finish(),
+            BrokerUrl::Stdout => formatter.write_str("Stdout"),
+        }
+    }
+}
+
+/// Picks the broker: the `--broker` flag if given, else the environment
+/// variable `OUTBOX_BROKER` if set and not blank, else [`DEFAULT_BROKER`].
+///
+/// `env` looks up one environment variable; pass
+/// `|name| std::env::var(name).ok()` in the binary and a map in tests.
+///
+/// # Errors
+///
+/// [`Error::InvalidBrokerUrl`] for the value that was picked; the reason
+/// says where it came from.
+pub fn resolve_broker_url(
+    flag: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<BrokerUrl, Error> {
+    if let Some(flag_value) = flag {
+        return BrokerUrl::parse(flag_value).map_err(|error| from_source(error, "--broker"));
+    }
+    if let Some(value) = env(BROKER_VARIABLE).filter(|value| !value.trim().is_empty()) {
+        return BrokerUrl::parse(&value).map_err(|error| {
+            from_source(error, &format!("environment variable {BROKER_VARIABLE}"))
+        });
+    }
+    BrokerUrl::parse(DEFAULT_BROKER)
+}
+
+/// Appends where the value came from to an invalid-broker reason.
+fn from_source(error: Error, source: &str) -> Error {
+    match error {
+        Error::InvalidBrokerUrl { url, reason } => Error::InvalidBrokerUrl {
+            url,
+            reason: format!("{reason} (from {source})"),
+        },
+        other => other,
+    }
+}
+
+fn parse_broker(input: &str) -> Result<BrokerUrl, String> {
+    if input.is_empty() {
+        return Err(format!("the value is empty; {ACCEPTED_BROKERS}"));
+    }
+    if input.eq_ignore_ascii_case("stdout") {
+        return Ok(BrokerUrl::Stdout);
+    }
+    let Some((scheme, rest)) = input.split_once("://") else {
+        return Err(without_scheme(input));
+    };
+    match scheme.to_ascii_lowercase().as_str() {
+        "kafka" => parse_kafka(rest),
+        "amqp" | "amqps" => parse_amqp(&scheme.to_ascii_lowercase(), rest),
+        "rabbitmq" | "rabbit" => Err(format!(
+            "unsupported scheme `{scheme}`; RabbitMQ is reached with amqp:// or amqps:// ({ACCEPTED_BROKERS})"
+        )),
+        "stdout" => Err(format!(
+            "write `stdout` alone, without `://` ({ACCEPTED_BROKERS})"
+        )),
+        _ => Err(format!("unsupported scheme `{scheme}`; {ACCEPTED_BROKERS}")),
+    }
+}
+
+/// The reason for a value without `://`: a bare `host:port` gets a hint.
+fn without_scheme(input: &str) -> String {
+    let looks_like_host_port = input.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.is_empty() && !port.is_empty() && port.bytes().all(|byte| byte.is_ascii_digit())
+    });
+    if looks_like_host_port {
+        format!("no scheme; for a Kafka broker write kafka://{input} ({ACCEPTED_BROKERS})")
+    } else {
+        format!("no scheme; {ACCEPTED_BROKERS}")
+    }
+}
+
+fn parse_kafka(rest: &str) -> Result<BrokerUrl, String> {
+    let UrlParts {
+        authority,
+        after_authority,
+    } = UrlParts::split(rest);
+    if authority.contains('@') {
+        return Err(
+            "kafka:// takes no credentials; set sasl.username and sasl.password \
+                    in [kafka.options] of the config file"
+                .to_owned(),
+        );
+    }
+    if !after_authority.is_empty() && after_authority != "/" {
+        return Err(format!(
+            "kafka:// takes only a list of HOST:PORT, but `{after_authority}` follows it; \
+             set client options in [kafka.options] of the config file"
+        ));
+    }
+    if authority.is_empty() {
+        return Err(
+            "no brokers after kafka://; write kafka://HOST:PORT[,HOST:PORT...], \
+                    e.g. kafka://localhost:9092"
+                .to_owned(),
+        );
+    }
+    let mut brokers = Vec::new();
+    for (index, broker) in authority.split(',').enumerate() {
+        let position = index + 1;
+        let broker = broker.trim();
+        if broker.is_empty() {
+            return Err(format!(
+                "broker {position} of the list is empty; write kafka://HOST:PORT[,HOST:PORT...]"
+            ));
+        }
+        check_kafka_broker(broker).map_err(|reason| format!("broker `{broker}`: {reason}"))?;
+        brokers.push(broker.to_owned());
+    }
+    Ok(BrokerUrl::Kafka { brokers })
+}
+
+fn check_kafka_broker(broker: &str) -> Result<(), String> {
+    let (host, port) = split_host_port(broker)?;
+    check_host(host)?;
+    match port {
+        Some(port) => parse_port(port).map(drop),
+        None => Err(format!(
+            "no port; every Kafka broker needs one, e.g. {host}:9092"
+        )),
+    }
+}
+
+fn parse_amqp(scheme: &str, rest: &str) -> Result<BrokerUrl, String> {
+    let UrlParts {
+        authority,
+        after_authority,
+    } = UrlParts::split(rest);
+    let host_and_port = match authority.rfind('@') {
+        Some(at) => &authority[at + 1..],
+        None => authority,
+    };
+    let (host, port) = split_host_port(host_and_port)?;
+    if host.is_empty() {
+        return Err(format!(
+            "no host; write {scheme}://USER:PASSWORD@HOST[:PORT]/VHOST, e.g. {scheme}://guest:guest@localhost/%2f"
+        ));
+    }
+    check_host(host)?;
+    if let Some(port) = port {
+        parse_port(port)?;
+    }
+    let path = after_authority.split(['?', '#']).next().unwrap_or_default();
+    if let Some(vhost) = path.strip_prefix('/')
+        && vhost.contains('/')
+    {
+        return Err(format!(
+            "the vhost `{vhost}` contains `/`; percent-encode it as %2f (the vhost `/` is written {scheme}://HOST/%2f)"
+        ));
+    }
+    Ok(BrokerUrl::Amqp {
+        url: format!("{scheme}://{rest}"),
+    })
+}
+
+/// A host name, an IPv4 address or a bracketed IPv6 address.
+fn check_host(host: &str) -> Result<(), String> {
+    if host.is_empty() {
+        return Err("no host before the port".to_owned());
+    }
+    if let Some(inner) = host
+        .strip_prefix('[')
+        .and_then(|host| host.strip_suffix(']'))
+    {
+        return inner
+            .parse::<std::net::Ipv6Addr>()
+            .map(drop)
+            .map_err(|_| format!("`{host}` is not an IPv6 address"));
+    }
+    let valid = host
+        .bytes()
+        .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_'));
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{host}` is not a host name (letters, digits, `-`, `.`) or IP address"
+        ))
+    }
+}

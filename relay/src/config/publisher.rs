@@ -1,0 +1,59 @@
+//! Build the publisher a `--broker` URL names, configured from the TOML.
+
+use std::sync::Arc;
+
+use crate::config::RelayConfig;
+use crate::config::broker_url::BrokerUrl;
+use crate::error::Error;
+use crate::publish::Publisher;
+use crate::publish::kafka::{KafkaPublisher, KafkaPublisherConfig};
+use crate::publish::rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};
+use crate::publish::stdout::StdoutPublisher;
+
+/// The publisher for `broker`. Client options are checked here, before the
+/// relay claims anything.
+///
+/// # Errors
+/// A client option the broker client rejects, or a broker it cannot reach.
+pub async fn build_publisher(
+    broker: &BrokerUrl,
+    config: &RelayConfig,
+) -> Result<Arc<dyn Publisher>, Error> {
+    match broker {
+        BrokerUrl::Stdout => Ok(Arc::new(StdoutPublisher::new())),
+        BrokerUrl::Kafka { brokers } => {
+            let mut kafka = KafkaPublisherConfig::new(brokers.clone());
+            kafka.message_timeout = config.kafka.message_timeout;
+            kafka.create_missing_topics = config.kafka.create_missing_topics;
+            kafka.new_topic_partitions = config.kafka.new_topic_partitions;
+            kafka.new_topic_replication_factor = config.kafka.new_topic_replication_factor;
+            kafka.client_options = config.kafka.options.clone();
+            Ok(Arc::new(KafkaPublisher::new(kafka)?))
+        }
+        BrokerUrl::Amqp { url } => {
+            let mut amqp = RabbitMqPublisherConfig::new(url.clone());
+            amqp.confirm_timeout = config.amqp.confirm_timeout;
+            amqp.connect_timeout = config.amqp.connect_timeout;
+            amqp.default_routing_key = config.amqp.default_routing_key.clone();
+            amqp.routing_keys = config
+                .amqp
+                .routing
+                .iter()
+                .map(|(topic, route)| (topic.clone(), route.routing_key.clone()))
+                .collect();
+            let publisher = Arc::new(RabbitMqPublisher::new(amqp)?);
+            // Connect in the background: a broker that is down at start
+            // only delays the first publish, which connects again.
+            let connecting = Arc::clone(&publisher);
+            tokio::spawn(async move {
+                if let Err(error) = connecting.connect().await {
+                    tracing::warn!(
+                        %error,
+                        "rabbitmq is not reachable yet; the first publish connects again"
+                    );
+                }
+            });
+            Ok(publisher)
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Retention under the logical source. Streamed events are published
+//! without a write, so they stay `pending` in the table; they are deleted
+//! once they are older than `retention.published` *and* the slot has
+//! confirmed them, judged by checkpoints: each pass records the WAL insert
+//! position and the oldest running transaction; a checkpoint older than the
+//! retention whose position the slot has confirmed proves that every
+//! transaction older than its snapshot has had all its events settled.
+//! Events of the failure path end `published` and go with the polling
+//! relay's retention; dead ones are kept.
+
+use std::sync::Arc;
+
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Error;
+use crate::operator::{RetentionSettings, run_retention_pass};
+use crate::source::logical::slot::SlotName;
+use crate::store::OperatorStore;
+
+const TAKE_CHECKPOINT: &str = include_str!("sql/take_checkpoint.sql");
+const DELETE_STREAMED: &str = include_str!("sql/delete_streamed.sql");
+const FORGET_CHECKPOINTS: &str = include_str!("sql/forget_checkpoints.sql");
+
+/// Most statements in one pass, as for the polling relay's retention.
+const MAX_BATCHES_PER_PASS: usize = 100;
+
+/// One pass: delete old published rows of the failure path, old confirmed
+/// streamed rows, then take a checkpoint when the last one is older than
+/// `interval`. Returns the rows deleted.
+///
+/// # Errors
+/// [`Error::Database`] when a statement fails.
+pub async fn run_logical_retention_pass(
+    pool: &PgPool,
+    store: &dyn OperatorStore,
+    slot: &SlotName,
+    settings: &RetentionSettings,
+) -> Result<u64, Error> {
+    let mut deleted = run_retention_pass(store, settings).await?;
+    let keep_seconds = settings.keep_published.as_secs_f64();
+    for _ in 0..MAX_BATCHES_PER_PASS {
+        let batch = sqlx::query(DELETE_STREAMED)
+            .bind(keep_seconds)
+            .bind(slot.as_str())
+            .bind(settings.batch_size)
+            .execute(pool)
+            .await?
+            .rows_affected();
+        deleted += batch;
+        if batch < settings.batch_size.max(0) as u64 {
+            break;
+        }
+    }
+    sqlx::query(FORGET_CHECKPOINTS)
+        .bind(keep_seconds)
+        .bind(slot.as_str())
+        .execute(pool)
+        .await?;
+    sqlx::query(TAKE_CHECKPOINT)
+        .bind(settings.interval.as_secs_f64())
+        .execute(pool)
+        .await?;
+    Ok(deleted)
+}
+
+/// Run passes every `interval` until `stop`.
+pub async fn run_logical_retention(
+    pool: PgPool,
+    store: Arc<dyn OperatorStore>,
+    slot: SlotName,
+    settings: RetentionSettings,
+    stop: CancellationToken,
+) {
+    loop {
+        match run_logical_retention_pass(&pool, store.as_ref(), &slot, &settings).await {
+            Ok(0) => {}
+            Ok(deleted) => tracing::info!(deleted, "retention deleted published events"),
+            Err(error) => tracing::warn!(%error, "retention pass failed"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(settings.interval) => {}
+        }
+    }
+}
