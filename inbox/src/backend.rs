@@ -23,23 +23,25 @@ pub trait InboxBackend: outbox::Backend + sealed::Sealed {
         event_id: &'c str,
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'c;
 
-    /// Delete at most `limit` rows of `consumer` older than `window`.
+    /// Delete at most `limit` of the rows of `consumer` that `rule` names;
+    /// the number deleted.
     #[doc(hidden)]
-    fn prune_older_than<'p>(
+    fn prune<'p>(
         pool: &'p Pool<Self>,
         consumer: &'p str,
-        window: Duration,
+        rule: PruneRule,
         limit: i64,
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'p;
+}
 
-    /// Delete at most `limit` rows of `consumer` beyond its newest `keep`.
-    #[doc(hidden)]
-    fn prune_beyond_count<'p>(
-        pool: &'p Pool<Self>,
-        consumer: &'p str,
-        keep: i64,
-        limit: i64,
-    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'p;
+/// Which inbox rows of a consumer [`InboxBackend::prune`] deletes.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PruneRule {
+    /// The rows older than this.
+    OlderThan(Duration),
+    /// The rows beyond the newest this many.
+    BeyondCount(i64),
 }
 
 /// Implement [`InboxBackend`] for one database; the statements differ by
@@ -61,38 +63,27 @@ macro_rules! impl_inbox_backend {
                 Ok(result.rows_affected() == 1)
             }
 
-            async fn prune_older_than<'p>(
+            async fn prune<'p>(
                 pool: &'p Pool<Self>,
                 consumer: &'p str,
-                window: Duration,
+                rule: PruneRule,
                 limit: i64,
             ) -> Result<u64, sqlx::Error> {
-                let result =
-                    sqlx::query(include_str!(concat!("sql/", $dir, "/prune_older_than.sql")))
-                        .bind(consumer)
-                        .bind(window.as_secs_f64())
-                        .bind(limit)
-                        .execute(pool)
-                        .await?;
-                Ok(result.rows_affected())
-            }
-
-            async fn prune_beyond_count<'p>(
-                pool: &'p Pool<Self>,
-                consumer: &'p str,
-                keep: i64,
-                limit: i64,
-            ) -> Result<u64, sqlx::Error> {
-                let result = sqlx::query(include_str!(concat!(
-                    "sql/",
-                    $dir,
-                    "/prune_beyond_count.sql"
-                )))
-                .bind(consumer)
-                .bind(keep)
-                .bind(limit)
-                .execute(pool)
-                .await?;
+                let query = match rule {
+                    PruneRule::OlderThan(window) => {
+                        sqlx::query(include_str!(concat!("sql/", $dir, "/prune_older_than.sql")))
+                            .bind(consumer)
+                            .bind(window.as_secs_f64())
+                    }
+                    PruneRule::BeyondCount(keep) => sqlx::query(include_str!(concat!(
+                        "sql/",
+                        $dir,
+                        "/prune_beyond_count.sql"
+                    )))
+                    .bind(consumer)
+                    .bind(keep),
+                };
+                let result = query.bind(limit).execute(pool).await?;
                 Ok(result.rows_affected())
             }
         }

@@ -66,11 +66,10 @@ pub struct TypedHandler<E, F> {
 pub fn typed<E, F, DB>(function: F) -> TypedHandler<E, F>
 where
     DB: InboxBackend,
-    E: Event + DeserializeOwned + Send + Sync + 'static,
-    F: for<'t> Fn(&'t mut Transaction<'static, DB>, &'t E) -> BoxFuture<'t, Result<(), BoxError>>
-        + Send
-        + Sync
-        + 'static,
+    // The closure's signature, which its argument types are inferred from;
+    // everything else `E` and `F` need is what makes the result a handler.
+    F: for<'t> Fn(&'t mut Transaction<'static, DB>, &'t E) -> BoxFuture<'t, Result<(), BoxError>>,
+    TypedHandler<E, F>: Handler<DB>,
 {
     TypedHandler {
         function,

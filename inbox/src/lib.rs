@@ -15,6 +15,7 @@
 //! it continues the producer's trace from the message's W3C `traceparent`.
 
 mod backend;
+mod consumer;
 mod error;
 mod handler;
 mod inbox;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use sqlx::Pool;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::InboxBackend;
+use crate::backend::{InboxBackend, PruneRule};
 use crate::error::Error;
 use crate::inbox::Inbox;
 
@@ -51,17 +51,15 @@ pub async fn prune_once<DB: InboxBackend>(
     settings: &PruneSettings,
 ) -> Result<u64, Error> {
     let batch_size = settings.batch_size.max(1);
+    let rules = std::iter::once(PruneRule::OlderThan(settings.window)).chain(
+        settings
+            .max_rows
+            .map(|max_rows| PruneRule::BeyondCount(max_rows.max(0))),
+    );
     let mut deleted = 0;
-    for _ in 0..MAX_BATCHES_PER_PASS {
-        let batch = DB::prune_older_than(pool, consumer, settings.window, batch_size).await?;
-        deleted += batch;
-        if batch < batch_size as u64 {
-            break;
-        }
-    }
-    if let Some(max_rows) = settings.max_rows {
+    for rule in rules {
         for _ in 0..MAX_BATCHES_PER_PASS {
-            let batch = DB::prune_beyond_count(pool, consumer, max_rows.max(0), batch_size).await?;
+            let batch = DB::prune(pool, consumer, rule, batch_size).await?;
             deleted += batch;
             if batch < batch_size as u64 {
                 break;

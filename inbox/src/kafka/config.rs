@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
 
+use crate::consumer::impl_retry_settings;
 use crate::error::Error;
-use crate::policy::RetrySchedule;
 use crate::prune::PruneSettings;
 
 /// Suffix of the default dead-letter topic: `<topic>.dlq`.
@@ -62,6 +62,8 @@ pub struct KafkaConsumerConfig {
     pub prune: PruneSettings,
 }
 
+impl_retry_settings!(KafkaConsumerConfig, "kafka");
+
 impl KafkaConsumerConfig {
     /// The default settings for consumer group `group_id` reading `topics`
     /// from `brokers`.
@@ -92,15 +94,6 @@ impl KafkaConsumerConfig {
         }
     }
 
-    /// The attempts and backoff of the delivery policy.
-    pub(crate) fn retry_schedule(&self) -> RetrySchedule {
-        RetrySchedule {
-            max_attempts: self.max_attempts,
-            base_delay: self.retry_base_delay,
-            max_delay: self.retry_max_delay,
-        }
-    }
-
     pub(crate) fn validate(&self) -> Result<(), Error> {
         if self.brokers.is_empty() || self.brokers.iter().any(|broker| broker.trim().is_empty()) {
             return Err(config_error("brokers", "must name at least one host:port"));
@@ -114,9 +107,7 @@ impl KafkaConsumerConfig {
         if self.max_in_flight == 0 {
             return Err(config_error("max_in_flight", "must be at least 1"));
         }
-        if let Err(reason) = self.retry_schedule().check() {
-            return Err(Error::Config(format!("kafka consumer: {reason}")));
-        }
+        self.check_retry_schedule()?;
         if let Some(topic) = &self.dead_letter_topic
             && topic.trim().is_empty()
         {

@@ -16,6 +16,7 @@ use super::lanes::MessageLanes;
 use super::message::ReceivedMessage;
 use super::offset_commits::{ClosingGuard, OffsetCommitContext, commit, commit_all};
 use crate::backend::InboxBackend;
+use crate::consumer::log_consumer_stopped;
 use crate::error::Error;
 use crate::handler::Handler;
 use crate::inbox::Inbox;
@@ -159,14 +160,7 @@ impl<DB: InboxBackend, H: Handler<DB>> KafkaInboxConsumer<DB, H> {
         commit_and_close(consumer).await;
         pruning.stop().await;
         let stats = policy.stats();
-        tracing::info!(
-            processed = stats.processed,
-            duplicates = stats.duplicates,
-            dead_lettered = stats.dead_lettered,
-            retried = stats.retried,
-            database_outages = stats.database_outages,
-            "kafka inbox consumer stopped"
-        );
+        log_consumer_stopped!(stats, "kafka inbox consumer stopped");
         Ok(stats)
     }
 }

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use outbox::mask_password;
 
+use crate::consumer::impl_retry_settings;
 use crate::error::Error;
-use crate::policy::RetrySchedule;
 use crate::prune::PruneSettings;
 
 /// Longest AMQP queue / exchange name.
@@ -41,6 +41,8 @@ pub struct RabbitMqConsumerConfig {
     pub connect_timeout: Duration,
 }
 
+impl_retry_settings!(RabbitMqConsumerConfig, "rabbitmq");
+
 impl RabbitMqConsumerConfig {
     /// The default settings for consuming `queue` at `url`.
     pub fn new(url: impl Into<String>, queue: impl Into<String>) -> Self {
@@ -68,15 +70,6 @@ impl RabbitMqConsumerConfig {
     /// `<queue>.dlq`.
     pub fn default_dead_letter_queue_name(&self) -> String {
         format!("{}.dlq", self.queue)
-    }
-
-    /// The attempts and backoff of the delivery policy.
-    pub(crate) fn retry_schedule(&self) -> RetrySchedule {
-        RetrySchedule {
-            max_attempts: self.max_attempts,
-            base_delay: self.retry_base_delay,
-            max_delay: self.retry_max_delay,
-        }
     }
 
     pub(crate) fn validate(&self) -> Result<(), Error> {
@@ -115,9 +108,7 @@ impl RabbitMqConsumerConfig {
                 "the rabbitmq prefetch must be at least 1".to_owned(),
             ));
         }
-        if let Err(reason) = self.retry_schedule().check() {
-            return Err(Error::Config(format!("rabbitmq consumer: {reason}")));
-        }
+        self.check_retry_schedule()?;
         if self.connect_timeout.is_zero() {
             return Err(Error::Config(
                 "the rabbitmq connect_timeout must be more than zero".to_owned(),

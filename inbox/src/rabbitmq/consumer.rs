@@ -10,6 +10,7 @@ use super::config::RabbitMqConsumerConfig;
 use super::dead_letter::DeadLetterExchange;
 use super::session::{Session, SessionEnd, consume, open_session};
 use crate::backend::InboxBackend;
+use crate::consumer::log_consumer_stopped;
 use crate::error::Error;
 use crate::handler::Handler;
 use crate::inbox::Inbox;
@@ -136,15 +137,7 @@ impl<DB: InboxBackend, H: Handler<DB>> RabbitMqInboxConsumer<DB, H> {
 
         pruning.stop().await;
         let stats = policy.stats();
-        tracing::info!(
-            queue = %config.queue,
-            processed = stats.processed,
-            duplicates = stats.duplicates,
-            dead_lettered = stats.dead_lettered,
-            retried = stats.retried,
-            database_outages = stats.database_outages,
-            "rabbitmq inbox consumer stopped"
-        );
+        log_consumer_stopped!(stats, "rabbitmq inbox consumer stopped", queue = %config.queue);
         Ok(stats)
     }
 }
