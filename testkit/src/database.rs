@@ -4,10 +4,12 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
-use sqlx::{AssertSqlSafe, Connection, Database, MySqlConnection, PgConnection, Pool};
+use sqlx::pool::PoolOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
+use sqlx::{
+    AssertSqlSafe, Connection, Database, Executor, IntoArguments, MySqlConnection, PgConnection,
+    Pool,
+};
 
 /// Default PostgreSQL server for tests; `OUTBOX_TEST_POSTGRES_URL` overrides it.
 pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -37,6 +39,42 @@ enum Cleanup {
 enum ServerKind {
     Postgres,
     MySql,
+}
+
+impl ServerKind {
+    /// The server's name in messages.
+    fn server(self) -> &'static str {
+        match self {
+            ServerKind::Postgres => "PostgreSQL",
+            ServerKind::MySql => "MariaDB/MySQL",
+        }
+    }
+
+    /// The environment variable that names the server.
+    fn variable(self) -> &'static str {
+        match self {
+            ServerKind::Postgres => "OUTBOX_TEST_POSTGRES_URL",
+            ServerKind::MySql => "OUTBOX_TEST_MYSQL_URL",
+        }
+    }
+
+    /// The server when the variable is not set.
+    fn default_url(self) -> &'static str {
+        match self {
+            ServerKind::Postgres => DEFAULT_POSTGRES_URL,
+            ServerKind::MySql => DEFAULT_MYSQL_URL,
+        }
+    }
+
+    /// The statement that creates test database `name`.
+    fn create_database(self, name: &str) -> String {
+        match self {
+            ServerKind::Postgres => format!("CREATE DATABASE \"{name}\""),
+            ServerKind::MySql => {
+                format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+            }
+        }
+    }
 }
 
 impl<DB: Database> TestDatabase<DB> {
@@ -132,38 +170,7 @@ fn drop_server_database(admin_url: &str, name: &str, kind: ServerKind) {
 /// When the server cannot be reached or the database cannot be created; the
 /// message names the server and the variable to set.
 pub async fn postgres() -> TestDatabase<sqlx::Postgres> {
-    let admin_url = server_url("OUTBOX_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL);
-    let name = fresh_name();
-    let mut admin = PgConnection::connect(&admin_url)
-        .await
-        .unwrap_or_else(|error| {
-            unreachable_server("PostgreSQL", "OUTBOX_TEST_POSTGRES_URL", &admin_url, &error)
-        });
-    let create = format!("CREATE DATABASE \"{name}\"");
-    sqlx::query(AssertSqlSafe(create))
-        .execute(&mut admin)
-        .await
-        .unwrap_or_else(|error| {
-            panic!("cannot create test database {name} on {admin_url}: {error}")
-        });
-    let url = with_database(&admin_url, &name);
-    let options = PgConnectOptions::from_str(&url)
-        .unwrap_or_else(|error| panic!("bad OUTBOX_TEST_POSTGRES_URL {admin_url}: {error}"));
-    let pool = PgPoolOptions::new()
-        .max_connections(POOL_SIZE)
-        .acquire_timeout(Duration::from_secs(30))
-        .connect_with(options)
-        .await
-        .unwrap_or_else(|error| panic!("cannot connect to test database {url}: {error}"));
-    TestDatabase {
-        pool,
-        url,
-        cleanup: Cleanup::DropServerDatabase {
-            admin_url,
-            name,
-            kind: ServerKind::Postgres,
-        },
-    }
+    server_database(ServerKind::Postgres).await
 }
 
 /// A fresh database on the MariaDB / MySQL server at `OUTBOX_TEST_MYSQL_URL`.
@@ -172,26 +179,32 @@ pub async fn postgres() -> TestDatabase<sqlx::Postgres> {
 /// When the server cannot be reached or the database cannot be created; the
 /// message names the server and the variable to set.
 pub async fn mysql() -> TestDatabase<sqlx::MySql> {
-    let admin_url = server_url("OUTBOX_TEST_MYSQL_URL", DEFAULT_MYSQL_URL);
+    server_database(ServerKind::MySql).await
+}
+
+/// A fresh database on the `kind` server named by its variable (or at its
+/// default URL), dropped with the [`TestDatabase`].
+async fn server_database<DB: Database>(kind: ServerKind) -> TestDatabase<DB>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+{
+    let variable = kind.variable();
+    let admin_url = server_url(variable, kind.default_url());
     let name = fresh_name();
-    let mut admin = MySqlConnection::connect(&admin_url)
+    let mut admin = DB::Connection::connect(&admin_url)
         .await
-        .unwrap_or_else(|error| {
-            unreachable_server("MariaDB/MySQL", "OUTBOX_TEST_MYSQL_URL", &admin_url, &error)
-        });
-    let create = format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin");
-    sqlx::query(AssertSqlSafe(create))
+        .unwrap_or_else(|error| unreachable_server(kind.server(), variable, &admin_url, &error));
+    sqlx::query(AssertSqlSafe(kind.create_database(&name)))
         .execute(&mut admin)
         .await
         .unwrap_or_else(|error| {
             panic!("cannot create test database {name} on {admin_url}: {error}")
         });
     let url = with_database(&admin_url, &name);
-    let options = MySqlConnectOptions::from_str(&url)
-        .unwrap_or_else(|error| panic!("bad OUTBOX_TEST_MYSQL_URL {admin_url}: {error}"));
-    let pool = MySqlPoolOptions::new()
-        .max_connections(POOL_SIZE)
-        .acquire_timeout(Duration::from_secs(30))
+    let options = <DB::Connection as Connection>::Options::from_str(&url)
+        .unwrap_or_else(|error| panic!("bad {variable} {admin_url}: {error}"));
+    let pool = pool_options()
         .connect_with(options)
         .await
         .unwrap_or_else(|error| panic!("cannot connect to test database {url}: {error}"));
@@ -201,7 +214,7 @@ pub async fn mysql() -> TestDatabase<sqlx::MySql> {
         cleanup: Cleanup::DropServerDatabase {
             admin_url,
             name,
-            kind: ServerKind::MySql,
+            kind,
         },
     }
 }
@@ -213,9 +226,7 @@ pub async fn mysql() -> TestDatabase<sqlx::MySql> {
 /// When the file cannot be created.
 pub async fn sqlite() -> TestDatabase<sqlx::Sqlite> {
     let path = std::env::temp_dir().join(format!("{}.db", fresh_name()));
-    let pool = SqlitePoolOptions::new()
-        .max_connections(POOL_SIZE)
-        .acquire_timeout(Duration::from_secs(30))
+    let pool = pool_options()
         .connect_with(sqlite_options(&path))
         .await
         .unwrap_or_else(|error| {
@@ -238,15 +249,20 @@ pub async fn sqlite() -> TestDatabase<sqlx::Sqlite> {
 /// the test's runtime.
 pub fn sqlite_unopened() -> TestDatabase<sqlx::Sqlite> {
     let path = std::env::temp_dir().join(format!("{}.db", fresh_name()));
-    let pool = SqlitePoolOptions::new()
-        .max_connections(POOL_SIZE)
-        .acquire_timeout(Duration::from_secs(30))
-        .connect_lazy_with(sqlite_options(&path));
+    let pool = pool_options().connect_lazy_with(sqlite_options(&path));
     TestDatabase {
         pool,
         url: format!("sqlite://{}", path.display()),
         cleanup: Cleanup::DeleteFiles(path),
     }
+}
+
+/// The options of every test pool: [`POOL_SIZE`] connections, each waited
+/// for up to 30 s.
+fn pool_options<DB: Database>() -> PoolOptions<DB> {
+    PoolOptions::new()
+        .max_connections(POOL_SIZE)
+        .acquire_timeout(Duration::from_secs(30))
 }
 
 /// The test pools' SQLite options: created when missing, WAL, busy timeout.

@@ -1,7 +1,10 @@
 //! [`TestBackend`]: run literal SQL on any backend from generic test code.
 
 use futures_core::future::BoxFuture;
-use sqlx::{AssertSqlSafe, Database, MySql, Postgres, Row, Sqlite};
+use sqlx::{
+    AssertSqlSafe, ColumnIndex, Database, Decode, Executor, IntoArguments, MySql, Postgres, Row,
+    Sqlite, Type,
+};
 
 /// Literal-SQL helpers that generic test scenarios use on every backend.
 /// Statements carry their values inline, so one string serves all three.
@@ -28,6 +31,24 @@ pub trait TestBackend: Database {
     ) -> BoxFuture<'c, Result<Vec<String>, sqlx::Error>>;
 }
 
+/// The first column of every row `sql` selects, as `T`.
+async fn first_column<DB, T>(
+    connection: &mut DB::Connection,
+    sql: &str,
+) -> Result<Vec<T>, sqlx::Error>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    usize: ColumnIndex<DB::Row>,
+    T: for<'r> Decode<'r, DB> + Type<DB>,
+{
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .fetch_all(connection)
+        .await?;
+    rows.iter().map(|row| row.try_get::<T, _>(0)).collect()
+}
+
 macro_rules! impl_test_backend {
     ($database:ty, $label:literal) => {
         impl TestBackend for $database {
@@ -50,10 +71,8 @@ macro_rules! impl_test_backend {
                 sql: &'c str,
             ) -> BoxFuture<'c, Result<i64, sqlx::Error>> {
                 Box::pin(async move {
-                    let row = sqlx::query(AssertSqlSafe(sql))
-                        .fetch_one(connection)
-                        .await?;
-                    row.try_get::<i64, _>(0)
+                    let column = first_column::<Self, i64>(connection, sql).await?;
+                    column.into_iter().next().ok_or(sqlx::Error::RowNotFound)
                 })
             }
 
@@ -61,12 +80,7 @@ macro_rules! impl_test_backend {
                 connection: &'c mut Self::Connection,
                 sql: &'c str,
             ) -> BoxFuture<'c, Result<Vec<String>, sqlx::Error>> {
-                Box::pin(async move {
-                    let rows = sqlx::query(AssertSqlSafe(sql))
-                        .fetch_all(connection)
-                        .await?;
-                    rows.iter().map(|row| row.try_get::<String, _>(0)).collect()
-                })
+                Box::pin(first_column::<Self, String>(connection, sql))
             }
         }
     };
