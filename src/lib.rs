@@ -39,9 +39,17 @@
 //!
 //! [`wire`] names every CloudEvents attribute and header the relay writes
 //! and the inbox reads; [`mask_password`] makes a URL safe to log.
+//!
+//! Behind features, the code the relay and the inbox share about the
+//! brokers: `kafka` and `rabbitmq` (the `broker` module), and `backoff`
+//! (the `backoff` module, exponential backoff with jitter).
 
 mod backend;
+#[cfg(feature = "backoff")]
+pub mod backoff;
 mod begin_transaction;
+#[cfg(any(feature = "kafka", feature = "rabbitmq"))]
+pub mod broker;
 mod error;
 mod event;
 mod mask_password;

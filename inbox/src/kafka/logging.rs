@@ -6,17 +6,7 @@ use rdkafka::error::KafkaError;
 
 /// Forward one librdkafka log line at the matching `tracing` level.
 pub(crate) fn forward_log(level: RDKafkaLogLevel, facility: &str, message: &str) {
-    match level {
-        RDKafkaLogLevel::Emerg
-        | RDKafkaLogLevel::Alert
-        | RDKafkaLogLevel::Critical
-        | RDKafkaLogLevel::Error => tracing::error!(facility, message, "librdkafka"),
-        RDKafkaLogLevel::Warning => tracing::warn!(facility, message, "librdkafka"),
-        RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
-            tracing::info!(facility, message, "librdkafka")
-        }
-        RDKafkaLogLevel::Debug => tracing::debug!(facility, message, "librdkafka"),
-    }
+    outbox::broker::kafka::forward_log!(level, facility, message);
 }
 
 /// Context of the dead-letter producer and the admin client: logs only.

@@ -1,9 +1,9 @@
 //! [`RetrySchedule`]: how often a message is attempted and how long the
 //! consumer waits between two tries.
 
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
 use std::time::Duration;
+
+use outbox::backoff::{Backoff, Jitter};
 
 /// Attempts and backoff of the delivery policy, from an adapter's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,20 +31,15 @@ impl RetrySchedule {
     /// The pause after the `failures`th failure in a row (1-based):
     /// `base_delay * 2^(failures - 1)`, at most `max_delay`, with jitter
     /// between half and all of it so that consumers failing together do not
-    /// retry together.
+    /// retry together ([`Jitter::HalfToFull`]). The doubling stops after 31
+    /// of them, however many failures there are.
     pub(crate) fn delay(&self, failures: u32) -> Duration {
-        let exponent = failures.saturating_sub(1).min(31);
-        let full = self
-            .base_delay
-            .saturating_mul(1_u32 << exponent)
-            .min(self.max_delay);
-        let half = full / 2;
-        let spread = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX);
-        if spread == 0 {
-            return full;
+        Backoff {
+            base_delay: self.base_delay,
+            max_delay: self.max_delay,
+            jitter: Jitter::HalfToFull,
         }
-        let random = RandomState::new().hash_one(failures);
-        half + Duration::from_nanos(random % (spread + 1))
+        .delay(failures.clamp(1, 32))
     }
 }
 

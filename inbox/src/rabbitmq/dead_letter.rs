@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use lapin::message::Delivery;
-use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, LongString, ShortString};
 use lapin::{BasicProperties, Channel};
+use outbox::broker::rabbitmq::{ConfirmFailure, MANDATORY, confirmed};
 
 use super::config::RabbitMqConsumerConfig;
 use super::headers::truncated;
@@ -109,10 +109,7 @@ async fn publish_confirmed(
             .basic_publish(
                 exchange.clone(),
                 routing_key.clone(),
-                BasicPublishOptions {
-                    mandatory: true,
-                    immediate: false,
-                },
+                MANDATORY,
                 body,
                 properties,
             )
@@ -120,29 +117,13 @@ async fn publish_confirmed(
         confirm.await
     };
     let confirmation = match tokio::time::timeout(timeout, publishing).await {
-        Ok(confirmed) => confirmed?,
+        Ok(answer) => answer?,
         Err(_elapsed) => {
-            return Err(Error::DeadLetter(format!(
-                "no rabbitmq publisher confirm within {} ms",
-                timeout.as_millis()
-            )));
+            return Err(Error::DeadLetter(
+                ConfirmFailure::NoConfirm { timeout }.to_string(),
+            ));
         }
     };
-    if confirmation.is_nack() {
-        return Err(Error::DeadLetter(format!(
-            "rabbitmq nacked the message to exchange `{exchange}`"
-        )));
-    }
-    if !confirmation.is_ack() {
-        return Err(Error::DeadLetter(
-            "the rabbitmq channel is not in confirm mode".to_owned(),
-        ));
-    }
-    match confirmation.take_message() {
-        Some(returned) => Err(Error::DeadLetter(format!(
-            "unroutable: no queue bound to exchange `{exchange}` for routing key `{routing_key}` ({} {})",
-            returned.reply_code, returned.reply_text
-        ))),
-        None => Ok(()),
-    }
+    confirmed(confirmation, exchange.as_str(), routing_key.as_str())
+        .map_err(|failure| Error::DeadLetter(failure.to_string()))
 }

@@ -24,17 +24,7 @@ pub(super) struct RelayContext {
 
 impl ClientContext for RelayContext {
     fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
-        match level {
-            RDKafkaLogLevel::Emerg
-            | RDKafkaLogLevel::Alert
-            | RDKafkaLogLevel::Critical
-            | RDKafkaLogLevel::Error => tracing::error!(facility, message, "librdkafka"),
-            RDKafkaLogLevel::Warning => tracing::warn!(facility, message, "librdkafka"),
-            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
-                tracing::info!(facility, message, "librdkafka")
-            }
-            RDKafkaLogLevel::Debug => tracing::debug!(facility, message, "librdkafka"),
-        }
+        outbox::broker::kafka::forward_log!(level, facility, message);
     }
 
     fn stats(&self, statistics: Statistics) {

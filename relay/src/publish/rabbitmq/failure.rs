@@ -2,10 +2,24 @@
 //! rejected (its exchange is missing or refused, it is too large) or the
 //! broker unavailable.
 
+use outbox::broker::rabbitmq::ConfirmFailure;
+
 use super::RabbitMqPublisher;
 use super::exchanges::missing_exchange_failure;
 use crate::event::OutboundEvent;
 use crate::publish::PublishFailure;
+
+impl From<ConfirmFailure> for PublishFailure {
+    /// A nacked or returned message is rejected; a channel that does not
+    /// confirm leaves the broker unavailable.
+    fn from(failure: ConfirmFailure) -> Self {
+        if failure.is_refusal() {
+            PublishFailure::Rejected(failure.to_string())
+        } else {
+            PublishFailure::Unavailable(failure.to_string())
+        }
+    }
+}
 
 /// AMQP reply codes the publisher tells apart.
 const REPLY_ACCESS_REFUSED: u16 = 403;

@@ -10,8 +10,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use lapin::options::BasicPublishOptions;
 use lapin::{Channel, Confirmation, PublisherConfirm};
+use outbox::broker::rabbitmq::{ConfirmFailure, MANDATORY, Returned, read_confirmation};
 use tokio::time::Instant;
 
 use super::RabbitMqPublisher;
@@ -82,8 +82,8 @@ impl OnChannel {
     }
 }
 
-/// Returned (unroutable) messages by `message_id`: reply code and text.
-type Returned = HashMap<String, (u16, String)>;
+/// Returned (unroutable) messages by `message_id`.
+type ReturnedById = HashMap<String, Returned>;
 
 impl RabbitMqPublisher {
     /// Publish `events`: one outcome per event, in order.
@@ -224,10 +224,6 @@ impl RabbitMqPublisher {
         events: &[OutboundEvent],
         slots: Vec<Slot>,
     ) {
-        let options = BasicPublishOptions {
-            mandatory: true,
-            immediate: false,
-        };
         for (index, (slot, event)) in slots.into_iter().zip(events).enumerate() {
             let message = match slot {
                 Slot::Done(outcome) => {
@@ -245,7 +241,7 @@ impl RabbitMqPublisher {
             let sending = channel.basic_publish(
                 message.exchange,
                 message.routing_key,
-                options,
+                MANDATORY,
                 event.payload.as_bytes(),
                 message.properties,
             );
@@ -279,19 +275,17 @@ impl RabbitMqPublisher {
         &self,
         batch: &mut OnChannel,
         events: &[OutboundEvent],
-    ) -> Returned {
-        let mut returned = Returned::new();
+    ) -> ReturnedById {
+        let mut returned = ReturnedById::new();
         for (index, confirm) in std::mem::take(&mut batch.confirms) {
             let event = &events[index];
             let outcome = match tokio::time::timeout_at(batch.deadline, confirm).await {
-                Ok(Ok(Confirmation::NotRequested)) => {
-                    batch.channel_state = ChannelState::Broken;
-                    Err(PublishFailure::Unavailable(
-                        "rabbitmq channel is not in confirm mode".to_owned(),
-                    ))
-                }
                 Ok(Ok(confirmation)) => {
-                    self.confirmation_outcome(confirmation, event, &mut returned)
+                    let outcome = self.confirmation_outcome(confirmation, event, &mut returned);
+                    if outcome == Err(ConfirmFailure::NotInConfirmMode) {
+                        batch.channel_state = ChannelState::Broken;
+                    }
+                    outcome.map_err(PublishFailure::from)
                 }
                 Ok(Err(error)) => {
                     batch.channel_state = ChannelState::Broken;
@@ -299,10 +293,9 @@ impl RabbitMqPublisher {
                 }
                 Err(_elapsed) => {
                     batch.channel_state = ChannelState::Stuck;
-                    Err(PublishFailure::Unavailable(format!(
-                        "no rabbitmq publisher confirm within {} ms",
-                        self.config.confirm_timeout.as_millis()
-                    )))
+                    Err(PublishFailure::from(ConfirmFailure::NoConfirm {
+                        timeout: self.config.confirm_timeout,
+                    }))
                 }
             };
             batch.outcomes[index] = Some(outcome);
@@ -310,37 +303,20 @@ impl RabbitMqPublisher {
         returned
     }
 
-    /// The outcome an Ack or a Nack gives its event: an Ack is published, a
+    /// The outcome a confirmation gives its event: an Ack is published, a
     /// Nack rejected. A returned message is added to `returned`.
     fn confirmation_outcome(
         &self,
         confirmation: Confirmation,
         event: &OutboundEvent,
-        returned: &mut Returned,
-    ) -> Result<(), PublishFailure> {
-        let nacked = confirmation.is_nack();
-        if let Some(message) = confirmation.take_message() {
-            let message_id = message
-                .delivery
-                .properties
-                .message_id()
-                .as_ref()
-                .map(|id| id.as_str().to_owned())
-                .unwrap_or_default();
-            returned.insert(
-                message_id,
-                (message.reply_code, message.reply_text.as_str().to_owned()),
-            );
+        returned: &mut ReturnedById,
+    ) -> Result<(), ConfirmFailure> {
+        let (outcome, returned_message) =
+            read_confirmation(confirmation, &event.topic, self.routing_key(event));
+        if let Some(message) = returned_message {
+            returned.insert(message.message_id.clone(), message);
         }
-        if nacked {
-            Err(PublishFailure::Rejected(format!(
-                "rabbitmq nacked the message (exchange {}, routing key {})",
-                event.topic,
-                self.routing_key(event)
-            )))
-        } else {
-            Ok(())
-        }
+        outcome
     }
 
     /// Turn the acknowledged events whose message came back unroutable
@@ -349,18 +325,15 @@ impl RabbitMqPublisher {
         &self,
         batch: &mut OnChannel,
         events: &[OutboundEvent],
-        returned: &Returned,
+        returned: &ReturnedById,
     ) {
         for (outcome, event) in batch.outcomes.iter_mut().zip(events) {
             if !matches!(outcome, Some(Ok(()))) {
                 continue;
             }
-            if let Some((reply_code, reply_text)) = returned.get(&event.event_id.to_string()) {
-                *outcome = Some(Err(PublishFailure::Rejected(format!(
-                    "unroutable: no queue bound to exchange {} for routing key {} ({reply_code} {reply_text})",
-                    event.topic,
-                    self.routing_key(event)
-                ))));
+            if let Some(message) = returned.get(&event.event_id.to_string()) {
+                let failure = message.unroutable(&event.topic, self.routing_key(event));
+                *outcome = Some(Err(failure.into()));
             }
         }
     }
