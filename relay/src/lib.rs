@@ -4,14 +4,15 @@
 //! guarantee of the outbox contract.
 //!
 //! The modules, from the bottom up; each imports only modules below it
-//! (`scripts/check-layers.py` checks it):
+//! (`relay/tests/module_layers.rs` checks it):
 //!
-//! - [`error`] and [`event`]: the error type and the event model.
+//! - [`error`], [`tasks`] and [`event`]: the error type, who owns the
+//!   background tasks, and the event model.
 //! - [`store`]: the SQL per backend; [`publish`]: the brokers.
 //! - [`source`]: where events come from (polling, the WAL);
 //!   [`leases`]: which partitions this instance owns.
-//! - `metrics`: the Prometheus registry.
-//! - [`batch`]: the batch loop and what it owns.
+//! - [`batch`]: the batch loop and what it owns, and the Prometheus
+//!   registry it records into.
 //! - [`operator`]: status, dead events, replay, retention, slot commands;
 //!   [`http`]: `/healthz`, `/readyz`, `/metrics`.
 //! - `relay`: one relay instance, from start to graceful stop.
@@ -25,14 +26,17 @@ pub mod error;
 pub mod event;
 pub mod http;
 pub mod leases;
-mod metrics;
 pub mod operator;
 pub mod publish;
 mod relay;
 pub mod source;
 pub mod store;
+pub mod tasks;
 
-pub use batch::{DispatchSettings, DispatchTotals, PublishHealth, RetryPolicy};
+pub use batch::{
+    DispatchSettings, DispatchTotals, METRICS_CONTENT_TYPE, PublishHealth, RelayMetrics,
+    RetryPolicy,
+};
 pub use config::{
     AmqpConfig, AmqpRoute, BrokerUrl, DEFAULT_BROKER, DEFAULT_DATABASE_URL, DatabaseUrl,
     DeadLetterConfig, DeadLetterPolicy, EventSourceKind, HttpConfig, KafkaConfig, RelayConfig,
@@ -42,9 +46,9 @@ pub use config::{
 pub use error::Error;
 pub use event::{NOTIFY_CHANNEL, OutboundEvent, Wakeup};
 pub use leases::{Handover, LeaseKeeper, LeaseSnapshot};
-pub use metrics::{METRICS_CONTENT_TYPE, RelayMetrics};
 pub use operator::{RetentionSettings, run_retention_pass};
 pub use outbox::mask_password;
 pub use relay::{Relay, RelaySettings};
 pub use source::OutboxStore;
 pub use store::Connections;
+pub use tasks::Tasks;

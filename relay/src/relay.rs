@@ -8,18 +8,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::batch::PublishHealth;
+use crate::batch::RelayMetrics;
 use crate::batch::{DispatchSettings, DispatchTotals, Dispatcher};
 use crate::error::Error;
 use crate::event::Wakeup;
 use crate::leases::LeaseKeeper;
-use crate::metrics::RelayMetrics;
 use crate::operator::{RetentionSettings, run_retention};
 use crate::publish::Publisher;
 use crate::source::{EventSource, OutboxStore};
 use crate::store::{LeaseStore, OperatorStore};
+use crate::tasks::Tasks;
 
 /// Settings of one relay instance.
 #[derive(Debug, Clone)]
@@ -47,6 +47,9 @@ pub struct Relay {
     /// Whose leases the batch loop works under; the store's partition
     /// leases unless replaced.
     leases: Arc<dyn LeaseStore>,
+    /// Where its background tasks run: lease renewal, retention, the
+    /// marks and the fetch ahead.
+    tasks: Tasks,
 }
 
 impl Relay {
@@ -66,7 +69,16 @@ impl Relay {
             wakeup: Wakeup::new(),
             metrics: Arc::new(RelayMetrics::new()),
             health,
+            tasks: Tasks::new(),
         }
+    }
+
+    /// Spawn the relay's background tasks on `tasks` (the program's root,
+    /// or a child of it), so that the program can wait for every one of
+    /// them. [`Relay::run`] returns once those it spawned have ended.
+    pub fn with_tasks(mut self, tasks: Tasks) -> Self {
+        self.tasks = tasks;
+        self
     }
 
     /// Take committed events from `events` instead of polling the store's
@@ -136,15 +148,15 @@ impl Relay {
         ));
         tracing::info!(relay_id = %self.settings.relay_id, partition_count, "relay starting");
 
-        let background_stop = CancellationToken::new();
-        let tracker = TaskTracker::new();
-        tracker.spawn(renew_leases(Arc::clone(&keeper), background_stop.clone()));
+        let background = self.tasks.child();
+        let mut spawned =
+            vec![background.spawn(renew_leases(Arc::clone(&keeper), background.stop_token()))];
         if let Some(retention) = self.settings.retention.clone() {
-            tracker.spawn(run_retention(
+            spawned.push(background.spawn(run_retention(
                 self.store.clone() as Arc<dyn OperatorStore>,
                 retention,
-                background_stop.clone(),
-            ));
+                background.stop_token(),
+            )));
         }
 
         let dispatcher = Dispatcher::new(
@@ -156,12 +168,16 @@ impl Relay {
             partition_count,
             Arc::clone(&self.metrics),
             Arc::clone(&self.health),
-        );
+        )
+        .with_tasks(self.tasks.clone());
         let totals = dispatcher.run(stop).await;
 
-        background_stop.cancel();
-        tracker.close();
-        tracker.wait().await;
+        background.cancel();
+        for task in spawned {
+            if let Err(error) = task.await {
+                tracing::error!(%error, "a background task of the relay failed");
+            }
+        }
         match keeper.release_all().await {
             Ok(()) => self.metrics.set_leases_held(0),
             Err(error) => {

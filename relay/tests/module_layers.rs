@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 /// publishers, then the sources and leases, then the batch loop, then
 /// operator work and HTTP, then the relay's assembly, then configuration.
 const LAYERS: &[&str] = &[
-    "error", "event", "store", "publish", "source", "leases", "metrics", "batch", "operator",
-    "http", "relay", "config",
+    "error", "tasks", "event", "store", "publish", "source", "leases", "batch", "operator", "http",
+    "relay", "config",
 ];
 
 /// Crates only the binary may use: the library leaves them to the program

@@ -70,7 +70,10 @@ pub(crate) async fn relay_latency(
     });
     let stop = CancellationToken::new();
     let wakeup = Wakeup::new();
-    opened.watch_commits(wakeup.clone(), stop.clone());
+    opened.watch_commits(
+        wakeup.clone(),
+        &outbox_relay::Tasks::stopped_by(stop.clone()),
+    );
     let relay = Relay::new(
         store,
         timed,

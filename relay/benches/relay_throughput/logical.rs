@@ -78,8 +78,8 @@ impl EventSource for CountingSource {
             .record_failures(relay_id, partition_count, leases, failures)
     }
 
-    fn watch_commits(&self, wakeup: Wakeup, stop: CancellationToken) {
-        self.inner.watch_commits(wakeup, stop);
+    fn watch_commits(&self, wakeup: Wakeup, tasks: &outbox_relay::Tasks) {
+        self.inner.watch_commits(wakeup, tasks);
     }
 }
 
@@ -121,7 +121,10 @@ async fn logical_drain(
     };
     let stop = CancellationToken::new();
     let wakeup = Wakeup::new();
-    counting.watch_commits(wakeup.clone(), stop.clone());
+    counting.watch_commits(
+        wakeup.clone(),
+        &outbox_relay::Tasks::stopped_by(stop.clone()),
+    );
     let relay = Relay::new(
         store as Arc<dyn OutboxStore>,
         publisher,

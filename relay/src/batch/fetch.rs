@@ -133,7 +133,7 @@ impl Dispatcher {
         self.prefetched = Some(Prefetched {
             leases: leases.to_vec(),
             limit,
-            task: tokio::spawn(fetching),
+            task: self.tasks.spawn(fetching),
             landed_before_fetch,
         });
     }

@@ -41,7 +41,7 @@ impl Dispatcher {
         let partition_count = self.partition_count;
         let ids = outcome.published;
         let task_ids = ids.clone();
-        let task = tokio::spawn(async move {
+        let task = self.tasks.spawn(async move {
             store
                 .mark_published(&relay_id, partition_count, &leases, &task_ids)
                 .await

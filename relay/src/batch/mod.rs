@@ -40,6 +40,7 @@ mod fetch;
 mod handover;
 mod in_flight;
 mod marker;
+mod metrics;
 mod publish;
 mod publish_health;
 mod quiet;
@@ -55,12 +56,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::event::{AggregateKey, ClaimedEvent, Lease, Wakeup};
 use crate::leases::LeaseKeeper;
-use crate::metrics::RelayMetrics;
 use crate::publish::Publisher;
 use crate::source::EventSource;
+use crate::tasks::Tasks;
 use marker::MarkInFlight;
 use publish::SentBatch;
 
+pub use metrics::{METRICS_CONTENT_TYPE, RelayMetrics};
 pub use publish_health::PublishHealth;
 pub use retry::RetryPolicy;
 
@@ -164,6 +166,8 @@ pub struct Dispatcher {
     /// Whether the last batch fetched filled its limit: more may be
     /// waiting, so the next one is fetched at once.
     more_waiting: bool,
+    /// Where the marks and the fetch ahead run.
+    tasks: Tasks,
 }
 
 impl Dispatcher {
@@ -202,7 +206,15 @@ impl Dispatcher {
             stream_lost: false,
             bytes_per_event: None,
             more_waiting: false,
+            tasks: Tasks::new(),
         }
+    }
+
+    /// Spawn the marks and the fetch ahead on `tasks` rather than on a
+    /// tracker of the dispatcher's own.
+    pub fn with_tasks(mut self, tasks: Tasks) -> Self {
+        self.tasks = tasks;
+        self
     }
 
     /// Run batches until `stop` is cancelled, then finish the batch in hand

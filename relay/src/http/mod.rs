@@ -19,14 +19,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 use crate::batch::PublishHealth;
+use crate::batch::{METRICS_CONTENT_TYPE, RelayMetrics};
 use crate::error::Error;
-use crate::metrics::{METRICS_CONTENT_TYPE, RelayMetrics};
 use crate::operator::BacklogSource;
 use crate::publish::Publisher;
 use crate::source::OutboxStore;
+use crate::tasks::Tasks;
 
 /// How long `/readyz` and `/metrics` wait for the database.
 const DATABASE_CHECK_TIMEOUT: Duration = Duration::from_secs(3);
@@ -72,15 +72,16 @@ impl HttpEndpoint {
         self.address
     }
 
-    /// Serve until `stop` is cancelled.
-    pub fn serve(self, state: HttpState, stop: CancellationToken) -> JoinHandle<()> {
+    /// Serve on `tasks` until they are cancelled.
+    pub fn serve(self, state: HttpState, tasks: &Tasks) -> JoinHandle<()> {
+        let stop = tasks.stop_token();
         let address = self.address;
         let router = Router::new()
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
             .route("/metrics", get(metrics))
             .with_state(state);
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             tracing::info!(%address, "http endpoint listening");
             let served = axum::serve(self.listener, router)
                 .with_graceful_shutdown(async move { stop.cancelled().await })

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, Row};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
+use crate::tasks::Tasks;
 
 const ACQUIRE_STREAM_LEASE: &str = include_str!("../source/logical/sql/acquire_stream_lease.sql");
 const RENEW_STREAM_LEASE: &str = include_str!("../source/logical/sql/renew_stream_lease.sql");
@@ -22,13 +22,19 @@ const STREAM_LEASE_HOLDER: &str = include_str!("sql/stream_lease_holder.sql");
 pub const OPERATOR_LEASE: Duration = Duration::from_secs(60);
 
 /// The stream's lease, held by an operator command and renewed in the
-/// background until [`OperatorLease::release`].
+/// background until [`OperatorLease::release`], or until it is dropped.
 pub(super) struct OperatorLease {
     pool: PgPool,
     holder: String,
     token: i64,
-    renewing: CancellationToken,
-    renewal: JoinHandle<()>,
+    /// The renewal's task, which this lease owns.
+    renewal: Tasks,
+}
+
+impl Drop for OperatorLease {
+    fn drop(&mut self) {
+        self.renewal.cancel();
+    }
 }
 
 impl OperatorLease {
@@ -47,18 +53,17 @@ impl OperatorLease {
         let Some(token) = token else {
             return Err(held_elsewhere(pool, command).await?);
         };
-        let renewing = CancellationToken::new();
-        let renewal = tokio::spawn(keep(
+        let renewal = Tasks::new();
+        renewal.spawn(keep(
             pool.clone(),
             holder.to_owned(),
             token,
-            renewing.clone(),
+            renewal.stop_token(),
         ));
         Ok(OperatorLease {
             pool: pool.clone(),
             holder: holder.to_owned(),
             token,
-            renewing,
             renewal,
         })
     }
@@ -71,10 +76,8 @@ impl OperatorLease {
     /// Stop renewing and give the lease up; a failure is logged, and the
     /// lease then expires on its own.
     pub(super) async fn release(self) {
-        self.renewing.cancel();
-        if let Err(error) = self.renewal.await {
-            tracing::warn!(%error, "the stream lease's renewal task failed");
-        }
+        self.renewal.cancel();
+        self.renewal.wait().await;
         let released = sqlx::query(RELEASE_STREAM_LEASE)
             .bind(&self.holder)
             .bind(self.token)

@@ -10,8 +10,8 @@ use std::time::Duration;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
+use crate::batch::RelayMetrics;
 use crate::error::Error;
-use crate::metrics::RelayMetrics;
 use crate::source::logical::LogicalSource;
 use crate::source::logical::slot::{
     PublicationState, SlotName, check_publication, dropped_slot_error, lost_slot_error,

@@ -24,11 +24,11 @@ mod polling;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::event::Wakeup;
 use crate::event::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
+use crate::tasks::Tasks;
 
 pub use polling::OutboxStore;
 
@@ -88,11 +88,12 @@ pub trait EventSource: Send + Sync {
         failures: &'a [FailedAttempt],
     ) -> BoxFuture<'a, Result<u64, Error>>;
 
-    /// Raise `wakeup` whenever events are committed, until `stop`, where
-    /// the database can say so (PostgreSQL's `NOTIFY`). The default does
+    /// Raise `wakeup` whenever events are committed, until `tasks` is
+    /// cancelled, where the database can say so (PostgreSQL's `NOTIFY`).
+    /// A source spawns its background work on `tasks`. The default does
     /// nothing: the batch loop then polls.
-    fn watch_commits(&self, wakeup: Wakeup, stop: CancellationToken) {
-        let _ = (wakeup, stop);
+    fn watch_commits(&self, wakeup: Wakeup, tasks: &Tasks) {
+        let _ = (wakeup, tasks);
     }
 
     /// Tell the database that relay `relay_id` polls on its own for

@@ -6,12 +6,12 @@
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tokio_util::sync::CancellationToken;
 
 use super::EventSource;
 use crate::error::Error;
 use crate::event::{ClaimedEvent, FailedAttempt, FetchLimit, Lease, Wakeup};
 use crate::store::{Dialect, LeaseStore, OperatorStore, SqlStore};
+use crate::tasks::Tasks;
 
 /// Every statement a polling relay runs: what one database gives it.
 pub trait OutboxStore: LeaseStore + EventSource + OperatorStore {}
@@ -50,8 +50,8 @@ impl<D: Dialect> EventSource for SqlStore<D> {
         SqlStore::record_failures(self, relay_id, partition_count, leases, failures)
     }
 
-    fn watch_commits(&self, wakeup: Wakeup, stop: CancellationToken) {
-        SqlStore::watch_commits(self, wakeup, stop);
+    fn watch_commits(&self, wakeup: Wakeup, tasks: &Tasks) {
+        SqlStore::watch_commits(self, wakeup, tasks);
     }
 
     fn quiet_notifications<'a>(

@@ -15,6 +15,7 @@ use super::sql_store::{
 };
 use crate::error::Error;
 use crate::event::{NOTIFY_CHANNEL, Wakeup};
+use crate::tasks::Tasks;
 
 /// Statements run before a fetch, in its transaction: the planner must not
 /// sort the pending rows. The fetch wants the first rows in id order, which
@@ -75,8 +76,8 @@ impl Dialect for PostgresDialect {
         Box::new(time)
     }
 
-    fn watch_commits(pool: &PgPool, wakeup: Wakeup, stop: CancellationToken) {
-        listen_for_commits(pool, wakeup, stop);
+    fn watch_commits(pool: &PgPool, wakeup: Wakeup, tasks: &Tasks) {
+        listen_for_commits(pool, wakeup, tasks);
     }
 
     fn quiet_notifications<'a>(
@@ -127,9 +128,10 @@ impl RowsAffected for PgQueryResult {
 /// A trigger on `outbox_events` sends `NOTIFY outbox_events` once per
 /// inserting statement: listen on it until `stop`, reconnecting after
 /// errors, and wake the batch loop on each notification.
-fn listen_for_commits(pool: &PgPool, wakeup: Wakeup, stop: CancellationToken) {
+fn listen_for_commits(pool: &PgPool, wakeup: Wakeup, tasks: &Tasks) {
     let pool = pool.clone();
-    tokio::spawn(async move {
+    let stop = tasks.stop_token();
+    tasks.spawn(async move {
         while !stop.is_cancelled() {
             let mut listener = match PgListener::connect_with(&pool).await {
                 Ok(listener) => listener,

@@ -114,7 +114,10 @@ fn start_relay(
     let settings = outbox_relay::relay_settings("relay-failures".to_owned(), &config);
     let wakeup = Wakeup::new();
     let stop = CancellationToken::new();
-    source.watch_commits(wakeup.clone(), stop.clone());
+    source.watch_commits(
+        wakeup.clone(),
+        &outbox_relay::Tasks::stopped_by(stop.clone()),
+    );
     let relay = Relay::new(
         Arc::clone(&database.store) as Arc<dyn OutboxStore>,
         Arc::clone(publisher) as Arc<dyn Publisher>,

@@ -292,7 +292,10 @@ pub(crate) async fn a_commit_raises_the_watched_wakeup_where_the_backend_notifie
         .expect("register a relay");
     let wakeup = Wakeup::new();
     let stop = tokio_util::sync::CancellationToken::new();
-    store.watch_commits(wakeup.clone(), stop.clone());
+    store.watch_commits(
+        wakeup.clone(),
+        &outbox_relay::Tasks::stopped_by(stop.clone()),
+    );
     if DB::NOTIFIES_COMMITS {
         // The listener connects in the background: commit until one commit
         // lands after it listens. The deadline bounds a hang; it is not a

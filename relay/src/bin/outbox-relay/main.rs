@@ -36,8 +36,9 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(commands::execute(cli.command));
-    // Background tasks (the LISTEN connection, the pool's upkeep) stop
-    // here, so nothing logs after the line that says why the relay exits.
+    // Every task the relay spawned has ended by now (`run` waits for its
+    // `Tasks`); what is left are the clients' own (a pool's upkeep), which
+    // stop here, so nothing logs after the line that says why it exits.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -31,6 +31,7 @@ use crate::event::aggregate_key;
 use crate::event::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
 use crate::source::EventSource;
 use crate::store::{LeaseStore, PostgresStore};
+use crate::tasks::Tasks;
 
 const ACQUIRE_STREAM_LEASE: &str = include_str!("sql/acquire_stream_lease.sql");
 const RENEW_STREAM_LEASE: &str = include_str!("sql/renew_stream_lease.sql");
@@ -60,6 +61,10 @@ pub struct LogicalSource {
     from_table: Mutex<HashSet<i64>>,
     /// The aggregates whose events come from the table path.
     parked: Arc<ParkedAggregates>,
+    /// Where the stream's task runs: the relay's tasks once
+    /// [`EventSource::watch_commits`] handed them over, until then a root
+    /// of its own.
+    tasks: Mutex<Tasks>,
 }
 
 impl LogicalSource {
@@ -84,6 +89,7 @@ impl LogicalSource {
             gave_up_at: Mutex::new(None),
             from_table: Mutex::new(HashSet::new()),
             parked: Arc::new(ParkedAggregates::default()),
+            tasks: Mutex::new(Tasks::new()),
         })
     }
 
@@ -160,9 +166,14 @@ impl LogicalSource {
         if let Some(previous) = running.take() {
             stop_stream(previous).await;
         }
-        let stop = CancellationToken::new();
+        let tasks = self
+            .tasks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .child();
+        let stop = tasks.stop_token();
         self.received.clear_stream_failure();
-        let task = tokio::spawn(hand_over_then_stream(
+        let task = tasks.spawn(hand_over_then_stream(
             self.pool().clone(),
             self.target.clone(),
             self.slot.clone(),
@@ -472,8 +483,12 @@ impl EventSource for LogicalSource {
         })
     }
 
-    fn watch_commits(&self, wakeup: Wakeup, _stop: CancellationToken) {
+    fn watch_commits(&self, wakeup: Wakeup, tasks: &Tasks) {
         self.received.set_wakeup(wakeup);
+        *self
+            .tasks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = tasks.clone();
     }
 
     fn quiet_notifications<'a>(

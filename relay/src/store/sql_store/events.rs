@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tokio_util::sync::CancellationToken;
 
 use super::Param::{
     Dead, EventId, EventIds, ExcludedIds, HoldDead, LastError, Leases, Limit, MaxBytes,
@@ -16,6 +15,7 @@ use crate::error::Error;
 use crate::event::Wakeup;
 use crate::event::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
 use crate::store::rows::{claimed_from_row, leases_json};
+use crate::tasks::Tasks;
 
 /// The values of the batch loop's fetch.
 pub(super) fn fetch_pending_values<D: Dialect>(
@@ -134,10 +134,10 @@ impl<D: Dialect> SqlStore<D> {
         })
     }
 
-    /// Raise `wakeup` whenever events are committed, until `stop`, where
-    /// the database can tell.
-    pub(crate) fn watch_commits(&self, wakeup: Wakeup, stop: CancellationToken) {
-        D::watch_commits(&self.pool, wakeup, stop);
+    /// Raise `wakeup` whenever events are committed, until `tasks` is
+    /// cancelled, where the database can tell; the watch runs on `tasks`.
+    pub(crate) fn watch_commits(&self, wakeup: Wakeup, tasks: &Tasks) {
+        D::watch_commits(&self.pool, wakeup, tasks);
     }
 
     /// Tell producers' triggers that relay `relay_id` polls on its own for

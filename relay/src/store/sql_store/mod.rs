@@ -29,7 +29,6 @@ use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use sqlx::pool::PoolOptions;
 use sqlx::{Connection, Database, Pool, Transaction};
-use tokio_util::sync::CancellationToken;
 
 pub use binds::{Bound, Values};
 pub use database::{On, RowsAffected, SqlDatabase};
@@ -41,6 +40,7 @@ use super::rows::{integers_json, seconds};
 use super::{ACQUIRE_TIMEOUT, Connections, POOL_SIZE};
 use crate::error::Error;
 use crate::event::Wakeup;
+use crate::tasks::Tasks;
 
 /// The options a connection of `D` is opened with.
 pub type ConnectOptions<DB> = <<DB as Database>::Connection as Connection>::Options;
@@ -99,10 +99,11 @@ pub trait Dialect: Send + Sync + 'static {
         Self::Database::optional_float(retry_in.map(seconds))
     }
 
-    /// Raise `wakeup` whenever events are committed, until `stop`, where
-    /// the database can tell. By default it cannot: the batch loop polls.
-    fn watch_commits(pool: &Pool<Self::Database>, wakeup: Wakeup, stop: CancellationToken) {
-        let _ = (pool, wakeup, stop);
+    /// Raise `wakeup` whenever events are committed, until `tasks` is
+    /// cancelled, where the database can tell; the watch runs on `tasks`.
+    /// By default it cannot: the batch loop polls.
+    fn watch_commits(pool: &Pool<Self::Database>, wakeup: Wakeup, tasks: &Tasks) {
+        let _ = (pool, wakeup, tasks);
     }
 
     /// Tell producers' triggers that relay `relay_id` polls on its own for

@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use tokio_util::sync::CancellationToken;
-
 use outbox_relay::RelayMetrics;
 use outbox_relay::batch::PublishHealth;
 use outbox_relay::config::broker_url::BrokerUrl;
@@ -21,6 +19,7 @@ use outbox_relay::source::logical;
 use outbox_relay::source::logical::{LogicalSource, SlotName};
 use outbox_relay::source::{EventSource, OutboxStore};
 use outbox_relay::store::{Connections, LeaseStore, OperatorStore, PostgresStore};
+use outbox_relay::tasks::Tasks;
 use outbox_relay::{Relay, RetentionSettings};
 
 pub(super) async fn run(
@@ -32,30 +31,55 @@ pub(super) async fn run(
 ) -> Result<(), Error> {
     let mut signals = StopSignals::catch()?;
     let shutdown_timeout = config.shutdown_timeout;
-    let running = tokio::select! {
-        started = start(database_url, broker_url, config, slot, skip_migrate) => started?,
-        () = signals.recv() => {
+    // Every task the relay spawns runs on `tasks` or a child of it.
+    let tasks = Tasks::new();
+    let started = tokio::select! {
+        started = start(database_url, broker_url, config, slot, skip_migrate, &tasks) => Some(started),
+        () = signals.recv() => None,
+    };
+    let result = match started {
+        None => {
             tracing::info!("stopped while starting; nothing was claimed");
-            return Ok(());
+            Ok(())
+        }
+        Some(Err(error)) => Err(error),
+        Some(Ok(running)) => {
+            supervise(
+                running.relay_task,
+                &mut signals,
+                running.relay,
+                running.http,
+                slot_failure(running.slot_watch),
+                shutdown_timeout,
+            )
+            .await
         }
     };
-    supervise(
-        running.relay_task,
-        &mut signals,
-        running.stop,
-        running.http,
-        slot_failure(running.slot_watch),
-        shutdown_timeout,
-    )
-    .await
+    end_every_task(&tasks).await;
+    result
 }
 
-/// A started relay: its batch loop's task, the token that stops it, the
-/// HTTP endpoint's task and token, and the slot's watch (logical source).
+/// Stop every task still running and wait for it, at most
+/// [`TASKS_STOP_TIMEOUT`] (a relay whose graceful stop timed out may still
+/// hold one).
+async fn end_every_task(tasks: &Tasks) {
+    tasks.cancel();
+    match tokio::time::timeout(TASKS_STOP_TIMEOUT, tasks.wait()).await {
+        Ok(()) => tracing::debug!("every task ended"),
+        Err(_) => tracing::warn!(
+            tasks_left = tasks.len(),
+            "tasks still running after the stop; they end with the process"
+        ),
+    }
+}
+
+/// A started relay: its batch loop's task and the tasks that stop it, the
+/// HTTP endpoint's task and its tasks, and the slot's watch (logical
+/// source).
 struct Running {
     relay_task: tokio::task::JoinHandle<Result<outbox_relay::DispatchTotals, Error>>,
-    stop: CancellationToken,
-    http: (tokio::task::JoinHandle<()>, CancellationToken),
+    relay: Tasks,
+    http: (tokio::task::JoinHandle<()>, Tasks),
     slot_watch: Option<tokio::task::JoinHandle<Result<(), Error>>>,
 }
 
@@ -67,6 +91,7 @@ async fn start(
     config: RelayConfig,
     slot: Option<SlotName>,
     skip_migrate: bool,
+    tasks: &Tasks,
 ) -> Result<Running, Error> {
     let relay_id = config.instance_id.clone().unwrap_or_else(default_relay_id);
     // Bind first: a taken port is a configuration error, reported before
@@ -91,7 +116,9 @@ async fn start(
     };
     let metrics = Arc::new(RelayMetrics::new());
     let health = Arc::new(PublishHealth::new(config.effective_handover_after()));
-    let http_stop = CancellationToken::new();
+    // The endpoint stops after the relay: `/metrics` and `/readyz` answer
+    // while the batch in flight finishes.
+    let http_tasks = tasks.child();
     let http_task = endpoint.serve(
         HttpState {
             store: Arc::clone(&store),
@@ -100,7 +127,7 @@ async fn start(
             metrics: Arc::clone(&metrics),
             health: Arc::clone(&health),
         },
-        http_stop.clone(),
+        &http_tasks,
     );
     tracing::info!(
         relay_id = %relay_id,
@@ -109,7 +136,7 @@ async fn start(
         "outbox relay ready"
     );
 
-    let stop = CancellationToken::new();
+    let relay_tasks = tasks.child();
     let wakeup = Wakeup::new();
     let mut settings = relay_settings(relay_id, &config);
     // Under the logical source, published events stay `pending`: its own
@@ -121,28 +148,29 @@ async fn start(
     let relay = Relay::new(Arc::clone(&store), publisher, settings)
         .with_wakeup(wakeup.clone())
         .with_metrics(Arc::clone(&metrics))
-        .with_publish_health(health);
+        .with_publish_health(health)
+        .with_tasks(relay_tasks.clone());
     let (relay, slot_watch) = match logical {
         Some(logical) => {
-            let tasks = StreamTasks {
+            let beside = StreamTasks {
                 metrics,
                 retention: logical_retention,
-                stop: http_stop.child_token(),
+                tasks: http_tasks.child(),
             };
             let (relay, slot_watch) =
-                attach_logical_source(relay, logical, &store, tasks, wakeup, stop.clone());
+                attach_logical_source(relay, logical, &store, beside, wakeup, &relay_tasks);
             (relay, Some(slot_watch))
         }
         None => {
-            store.watch_commits(wakeup, stop.clone());
+            store.watch_commits(wakeup, &relay_tasks);
             (relay, None)
         }
     };
-    let relay_task = tokio::spawn(relay.run(stop.clone()));
+    let relay_task = relay_tasks.spawn(relay.run(relay_tasks.stop_token()));
     Ok(Running {
         relay_task,
-        stop,
-        http: (http_task, http_stop),
+        relay: relay_tasks,
+        http: (http_task, http_tasks),
         slot_watch,
     })
 }
@@ -173,12 +201,12 @@ async fn open_polling_store(
 }
 
 /// What runs beside a relay on the logical source: the slot's report to
-/// `/metrics` and, when retention is on, its own retention; both end with
-/// `stop`.
+/// `/metrics` and, when retention is on, its own retention; both run on
+/// `tasks` and end with them.
 struct StreamTasks {
     metrics: Arc<RelayMetrics>,
     retention: Option<RetentionSettings>,
-    stop: CancellationToken,
+    tasks: Tasks,
 }
 
 /// Put the logical source behind `relay`: it supplies the events and the
@@ -189,26 +217,28 @@ fn attach_logical_source(
     relay: Relay,
     (postgres, source): (Arc<PostgresStore>, Arc<LogicalSource>),
     store: &Arc<dyn OutboxStore>,
-    tasks: StreamTasks,
+    beside: StreamTasks,
     wakeup: Wakeup,
-    stop: CancellationToken,
+    relay_tasks: &Tasks,
 ) -> (Relay, tokio::task::JoinHandle<Result<(), Error>>) {
-    source.watch_commits(wakeup, stop);
-    let slot_watch = tokio::spawn(outbox_relay::operator::report_slot(
+    source.watch_commits(wakeup, relay_tasks);
+    let slot_watch = beside.tasks.spawn(outbox_relay::operator::report_slot(
         postgres.pool().clone(),
         source.slot().clone(),
         Arc::clone(&source),
-        tasks.metrics,
-        tasks.stop.clone(),
+        beside.metrics,
+        beside.tasks.stop_token(),
     ));
-    if let Some(retention) = tasks.retention {
-        tokio::spawn(outbox_relay::operator::run_logical_retention(
-            postgres.pool().clone(),
-            Arc::clone(store) as Arc<dyn OperatorStore>,
-            source.slot().clone(),
-            retention,
-            tasks.stop,
-        ));
+    if let Some(retention) = beside.retention {
+        beside
+            .tasks
+            .spawn(outbox_relay::operator::run_logical_retention(
+                postgres.pool().clone(),
+                Arc::clone(store) as Arc<dyn OperatorStore>,
+                source.slot().clone(),
+                retention,
+                beside.tasks.stop_token(),
+            ));
     }
     let relay = relay
         .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>)
@@ -223,8 +253,8 @@ fn attach_logical_source(
 async fn supervise(
     mut relay_task: tokio::task::JoinHandle<Result<outbox_relay::DispatchTotals, Error>>,
     signals: &mut StopSignals,
-    stop: CancellationToken,
-    (http_task, http_stop): (tokio::task::JoinHandle<()>, CancellationToken),
+    relay: Tasks,
+    (http_task, http): (tokio::task::JoinHandle<()>, Tasks),
     failure: impl std::future::Future<Output = Error>,
     shutdown_timeout: std::time::Duration,
 ) -> Result<(), Error> {
@@ -233,7 +263,7 @@ async fn supervise(
         () = signals.recv() => {}
         error = failure => failed = Some(error),
         ended = &mut relay_task => {
-            http_stop.cancel();
+            http.cancel();
             stop_http_endpoint(http_task).await;
             return match ended {
                 Ok(result) => result.map(|_| ()),
@@ -242,9 +272,9 @@ async fn supervise(
         }
     }
     tracing::info!("stop requested; finishing the batch in flight");
-    stop.cancel();
+    relay.cancel();
     let stopped = tokio::time::timeout(shutdown_timeout, relay_task).await;
-    http_stop.cancel();
+    http.cancel();
     stop_http_endpoint(http_task).await;
     if let Some(error) = failed {
         return Err(error);
@@ -302,6 +332,10 @@ async fn stop_http_endpoint(task: tokio::task::JoinHandle<()>) {
 
 /// How long a stop waits for the HTTP endpoint's open connections.
 const HTTP_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long the tasks still running after the relay and its endpoint
+/// stopped may take to end.
+const TASKS_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// `host-pid-random`: unique per process, readable in `outbox_partitions`.
 fn default_relay_id() -> String {
