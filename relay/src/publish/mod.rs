@@ -1,4 +1,5 @@
-//! Publishing to brokers: the [`Publisher`] trait and its implementations.
+//! Publishing to brokers: the [`Publisher`] trait and its implementations,
+//! the brokers through [`Broker`].
 
 use std::sync::Arc;
 
@@ -6,6 +7,7 @@ use futures::future::BoxFuture;
 
 use crate::event::OutboundEvent;
 
+mod broker;
 pub mod cloudevent;
 mod hold;
 pub mod kafka;
@@ -13,6 +15,7 @@ pub mod rabbitmq;
 mod send_order;
 pub mod stdout;
 
+pub use broker::Broker;
 pub(crate) use hold::AggregateHolds;
 pub use kafka::{KafkaPublisher, KafkaPublisherConfig};
 pub use rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};
@@ -96,12 +99,14 @@ impl std::fmt::Debug for SentEvents {
     }
 }
 
-/// A broker client that publishes outbox events.
+/// A client that publishes outbox events.
 ///
-/// Implementations send the whole slice before awaiting any
-/// acknowledgement (pipelined), then await every one. A publish counts as
-/// done only when the broker acknowledged it: a Kafka delivery report, a
-/// RabbitMQ publisher confirm (Ack, not returned).
+/// A broker client implements [`Broker`], its hand-over and its
+/// acknowledgements, and is a `Publisher` through it: it sends the whole
+/// slice before awaiting any acknowledgement (pipelined), then awaits every
+/// one, and a publish counts as done only when the broker acknowledged it.
+/// A publisher without acknowledgements of its own to wait for (stdout, a
+/// test double) implements [`Publisher::publish`] instead.
 pub trait Publisher: Send + Sync {
     /// Publish `events` and return one outcome per event, in the same order.
     ///
@@ -129,7 +134,8 @@ pub trait Publisher: Send + Sync {
     /// (`docs/guarantees.md`, "A loss in flight").
     ///
     /// The default publishes the whole slice with [`Publisher::publish`]
-    /// and returns its outcomes, settled.
+    /// and returns its outcomes, settled. A [`Broker`] returns once its
+    /// events are handed over ([`Broker::hand_over`]).
     ///
     /// ```
     /// use std::sync::Arc;

@@ -92,27 +92,14 @@ mod tests {
     use super::*;
     use crate::publish::Publisher;
     use crate::publish::kafka::KafkaPublisherConfig;
+    use crate::publish::kafka::tests::order_event;
 
     #[tokio::test]
     async fn a_fenced_or_out_of_sequence_producer_is_replaced_after_the_batch() {
         let publisher =
             KafkaPublisher::new(KafkaPublisherConfig::new(vec!["127.0.0.1:9092".to_owned()]))
                 .expect("publisher");
-        let event = OutboundEvent {
-            id: 1,
-            event_id: uuid::Uuid::now_v7(),
-            event_type: "order.created".to_owned(),
-            event_version: 1,
-            source: "/orders".to_owned(),
-            aggregate_type: "order".to_owned(),
-            aggregate_id: "42".to_owned(),
-            topic: "orders".to_owned(),
-            payload: "{}".into(),
-            headers: Default::default(),
-            created_at: chrono::Utc::now(),
-            attempts: 0,
-            replay: false,
-        };
+        let event = order_event();
         for code in [
             RDKafkaErrorCode::ProducerFenced,
             RDKafkaErrorCode::OutOfOrderSequenceNumber,

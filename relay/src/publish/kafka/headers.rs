@@ -43,26 +43,13 @@ pub(super) fn kafka_headers(cloud_event: &CloudEvent, event: &OutboundEvent) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::publish::kafka::tests::order_event;
 
     #[test]
     fn a_replay_carries_the_ce_outboxreplay_header() {
         use rdkafka::message::Headers;
 
-        let mut event = OutboundEvent {
-            id: 1,
-            event_id: uuid::Uuid::now_v7(),
-            event_type: "order.created".to_owned(),
-            event_version: 1,
-            source: "/orders".to_owned(),
-            aggregate_type: "order".to_owned(),
-            aggregate_id: "42".to_owned(),
-            topic: "orders".to_owned(),
-            payload: "{}".into(),
-            headers: Default::default(),
-            created_at: chrono::Utc::now(),
-            attempts: 0,
-            replay: false,
-        };
+        let mut event = order_event();
         let replay_header = |event: &OutboundEvent| {
             let cloud_event = CloudEvent::from_outbound(event).expect("valid event");
             kafka_headers(&cloud_event, event)

@@ -46,6 +46,7 @@ mod send;
 mod topics;
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -60,9 +61,9 @@ pub(crate) use guarantee::check_client_option;
 
 use crate::event::OutboundEvent;
 use crate::publish::send_order::SendOrder;
-use crate::publish::{PendingAcknowledgements, PublishFailure, Publisher, SentEvents};
+use crate::publish::{Broker, PublishFailure};
 use client::{CurrentProducer, create_producer};
-use send::DELIVERY_GRACE;
+use send::{Batch, DELIVERY_GRACE};
 
 /// Publishes outbox events to Kafka (see the module documentation).
 pub struct KafkaPublisher {
@@ -141,31 +142,30 @@ impl KafkaPublisher {
     }
 }
 
-impl Publisher for KafkaPublisher {
-    fn publish<'a>(
-        &'a self,
-        events: &'a [OutboundEvent],
-    ) -> BoxFuture<'a, Vec<Result<(), PublishFailure>>> {
-        Box::pin(self.publish_batch(events))
+impl Broker for KafkaPublisher {
+    type HandedOver = Batch;
+
+    fn hand_over(&self, events: &[OutboundEvent]) -> impl Future<Output = Batch> + Send {
+        self.hand_over_records(events)
     }
 
-    fn send(self: Arc<Self>, events: Vec<OutboundEvent>) -> BoxFuture<'static, SentEvents> {
-        Box::pin(async move {
-            let batch = self.hand_over(&events).await;
-            let acknowledgements: PendingAcknowledgements =
-                Box::pin(async move { self.await_reports(batch, &events).await });
-            // Never in order in flight: a record that times out in flight
-            // (`message.timeout.ms`, a broker that stalls) fails while the
-            // records behind it may still land, since librdkafka bumps the
-            // producer's epoch and carries on; librdkafka documents the gap
-            // ("Message timeout considerations"). A later send holding the
-            // next event of an aggregate would then reach the broker first,
-            // so the relay lands each wave before it sends the next.
-            SentEvents {
-                acknowledgements,
-                in_order_in_flight: false,
-            }
-        })
+    fn acknowledgements(
+        &self,
+        batch: Batch,
+        events: &[OutboundEvent],
+    ) -> impl Future<Output = Vec<Result<(), PublishFailure>>> + Send {
+        self.await_reports(batch, events)
+    }
+
+    /// Never: a record that times out in flight (`message.timeout.ms`, a
+    /// broker that stalls) fails while the records behind it may still
+    /// land, since librdkafka bumps the producer's epoch and carries on;
+    /// librdkafka documents the gap ("Message timeout considerations"). A
+    /// later send holding the next event of an aggregate would then reach
+    /// the broker first, so the relay lands each wave before it sends the
+    /// next.
+    fn in_order_in_flight(&self, _batch: &Batch) -> bool {
+        false
     }
 
     fn is_connected(&self) -> bool {
@@ -198,6 +198,26 @@ impl Publisher for KafkaPublisher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An event of aggregate `order` 42 for topic `orders`, for the tests
+    /// of the publisher's parts.
+    pub(super) fn order_event() -> OutboundEvent {
+        OutboundEvent {
+            id: 1,
+            event_id: uuid::Uuid::now_v7(),
+            event_type: "order.created".to_owned(),
+            event_version: 1,
+            source: "/orders".to_owned(),
+            aggregate_type: "order".to_owned(),
+            aggregate_id: "42".to_owned(),
+            topic: "orders".to_owned(),
+            payload: "{}".into(),
+            headers: Default::default(),
+            created_at: chrono::Utc::now(),
+            attempts: 0,
+            replay: false,
+        }
+    }
 
     #[test]
     fn unknown_client_option_fails_creation() {

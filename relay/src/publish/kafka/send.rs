@@ -1,9 +1,11 @@
-//! The publish of one batch: every record is handed to librdkafka first
-//! ([`KafkaPublisher::hand_over`]), then every delivery report is awaited
-//! ([`KafkaPublisher::await_reports`]), all under one deadline. The two
-//! halves are separate so the relay can hand the next batch over while
-//! this one's reports are awaited: one producer keeps the records of a key
-//! in the order they were handed over, across batches too.
+//! The publish of one batch, the two halves of the publisher's
+//! [`Broker`](crate::publish::Broker): every record is handed to
+//! librdkafka first ([`KafkaPublisher::hand_over_records`]), then every
+//! delivery report is awaited ([`KafkaPublisher::await_reports`]), all
+//! under one deadline. The two halves are separate so the relay can hand
+//! the next batch over while this one's reports are awaited: one producer
+//! keeps the records of a key in the order they were handed over, across
+//! batches too.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::Ordering;
@@ -18,6 +20,7 @@ use super::client::RelayProducer;
 use super::headers::kafka_headers;
 use super::topics::check_topic_name;
 use crate::event::OutboundEvent;
+use crate::publish::broker::settled;
 use crate::publish::cloudevent::CloudEvent;
 use crate::publish::send_order::UnsettledSend;
 use crate::publish::{AggregateHolds, PublishFailure};
@@ -33,7 +36,7 @@ const QUEUE_FULL_PAUSE: Duration = Duration::from_millis(10);
 /// A batch on its way: each event's outcome once it is known, and the
 /// records handed to librdkafka whose delivery report is still awaited,
 /// oldest first.
-pub(super) struct Batch {
+pub struct Batch {
     outcomes: Vec<Option<Result<(), PublishFailure>>>,
     in_flight: VecDeque<(usize, DeliveryFuture)>,
     /// When the batch stops waiting for delivery reports.
@@ -46,18 +49,9 @@ pub(super) struct Batch {
 }
 
 impl KafkaPublisher {
-    /// Publish `events`: one outcome per event, in order.
-    pub(super) async fn publish_batch(
-        &self,
-        events: &[OutboundEvent],
-    ) -> Vec<Result<(), PublishFailure>> {
-        let batch = self.hand_over(events).await;
-        self.await_reports(batch, events).await
-    }
-
     /// Hand the record of every event to librdkafka, in order; an event
     /// that fails before it is handed over holds its key's later ones.
-    pub(super) async fn hand_over(&self, events: &[OutboundEvent]) -> Batch {
+    pub(super) async fn hand_over_records(&self, events: &[OutboundEvent]) -> Batch {
         let mut outcomes = vec![None; events.len()];
         let cloud_events = cloud_events(events, &mut outcomes);
 
@@ -132,18 +126,7 @@ impl KafkaPublisher {
         while self.await_oldest(&mut batch, events).await {}
 
         self.replace_broken_producer(&batch.producer);
-
-        batch
-            .outcomes
-            .into_iter()
-            .map(|outcome| {
-                outcome.unwrap_or_else(|| {
-                    Err(PublishFailure::Unavailable(
-                        "kafka publish ended without an outcome".to_owned(),
-                    ))
-                })
-            })
-            .collect()
+        settled(batch.outcomes, "kafka")
     }
 
     /// Hand the record of event `index` to librdkafka. While its queue is

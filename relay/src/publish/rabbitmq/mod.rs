@@ -44,6 +44,7 @@ mod message;
 mod send;
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -53,9 +54,10 @@ pub use config::{RabbitMqPublisherConfig, RoutingKey};
 
 use crate::event::OutboundEvent;
 use crate::publish::send_order::SendOrder;
-use crate::publish::{PendingAcknowledgements, PublishFailure, Publisher, SentEvents};
+use crate::publish::{Broker, PublishFailure};
 use connection::Session;
 use outbox::mask_password;
+use send::OnChannel;
 
 /// Publishes outbox events to RabbitMQ (see the module documentation).
 pub struct RabbitMqPublisher {
@@ -133,25 +135,26 @@ impl RabbitMqPublisher {
     }
 }
 
-impl Publisher for RabbitMqPublisher {
-    fn publish<'a>(
-        &'a self,
-        events: &'a [OutboundEvent],
-    ) -> BoxFuture<'a, Vec<Result<(), PublishFailure>>> {
-        Box::pin(self.publish_batch(events))
+impl Broker for RabbitMqPublisher {
+    type HandedOver = OnChannel;
+
+    fn hand_over(&self, events: &[OutboundEvent]) -> impl Future<Output = OnChannel> + Send {
+        self.hand_over_messages(events)
     }
 
-    fn send(self: Arc<Self>, events: Vec<OutboundEvent>) -> BoxFuture<'static, SentEvents> {
-        Box::pin(async move {
-            let batch = self.hand_over(&events).await;
-            let in_order_in_flight = batch.no_failure_yet();
-            let acknowledgements: PendingAcknowledgements =
-                Box::pin(async move { self.await_confirms(batch, &events).await });
-            SentEvents {
-                acknowledgements,
-                in_order_in_flight,
-            }
-        })
+    fn acknowledgements(
+        &self,
+        batch: OnChannel,
+        events: &[OutboundEvent],
+    ) -> impl Future<Output = Vec<Result<(), PublishFailure>>> + Send {
+        self.await_confirms(batch, events)
+    }
+
+    /// When every message went out on a channel still healthy and no event
+    /// failed so far: the next batch is sent on the same channel, behind
+    /// this one.
+    fn in_order_in_flight(&self, batch: &OnChannel) -> bool {
+        batch.no_failure_yet()
     }
 
     fn is_connected(&self) -> bool {

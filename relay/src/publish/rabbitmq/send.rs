@@ -1,11 +1,12 @@
-//! The publish of one batch on a channel in confirm mode: every message is
-//! sent ([`RabbitMqPublisher::hand_over`]), then every confirm awaited
-//! ([`RabbitMqPublisher::await_confirms`]), all under one deadline. The
-//! two halves are separate so the relay can send the next batch, on the
-//! same channel and so behind this one, while this one's confirms are
-//! awaited. An event
-//! counts as published only on an Ack without a returned message; returned
-//! messages are matched to their event by `message_id`.
+//! The publish of one batch on a channel in confirm mode, the two halves of
+//! the publisher's [`Broker`](crate::publish::Broker): every message is
+//! sent ([`RabbitMqPublisher::hand_over_messages`]), then every confirm
+//! awaited ([`RabbitMqPublisher::await_confirms`]), all under one
+//! deadline. The two halves are separate so the relay can send the next
+//! batch, on the same channel and so behind this one, while this one's
+//! confirms are awaited. An event counts as published only on an Ack
+//! without a returned message; returned messages are matched to their
+//! event by `message_id`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use super::RabbitMqPublisher;
 use super::connection::{Session, close_channel};
 use super::message::Message;
 use crate::event::OutboundEvent;
+use crate::publish::broker::settled;
 use crate::publish::send_order::UnsettledSend;
 use crate::publish::{AggregateHolds, PublishFailure};
 
@@ -42,7 +44,7 @@ enum Slot {
 
 /// A batch on its channel: each event's outcome once it is known, the
 /// confirms still awaited, and what the publish has left of the channel.
-pub(super) struct OnChannel {
+pub struct OnChannel {
     outcomes: Vec<Option<Result<(), PublishFailure>>>,
     confirms: Vec<(usize, PublisherConfirm)>,
     channel_state: ChannelState,
@@ -86,19 +88,10 @@ impl OnChannel {
 type ReturnedById = HashMap<String, Returned>;
 
 impl RabbitMqPublisher {
-    /// Publish `events`: one outcome per event, in order.
-    pub(super) async fn publish_batch(
-        &self,
-        events: &[OutboundEvent],
-    ) -> Vec<Result<(), PublishFailure>> {
-        let batch = self.hand_over(events).await;
-        self.await_confirms(batch, events).await
-    }
-
     /// Send the message of every event on one channel, in order, keeping
     /// their confirms. A channel still healthy afterwards goes back to the
     /// pool at once, so the next batch is sent on it, behind this one.
-    pub(super) async fn hand_over(&self, events: &[OutboundEvent]) -> OnChannel {
+    pub(super) async fn hand_over_messages(&self, events: &[OutboundEvent]) -> OnChannel {
         let mut slots: Vec<Slot> = events
             .iter()
             .map(|event| match self.prepare(event) {
@@ -202,17 +195,7 @@ impl RabbitMqPublisher {
                 }
             }
         }
-        batch
-            .outcomes
-            .into_iter()
-            .map(|outcome| {
-                outcome.unwrap_or_else(|| {
-                    Err(PublishFailure::Unavailable(
-                        "rabbitmq publish ended without an outcome".to_owned(),
-                    ))
-                })
-            })
-            .collect()
+        settled(batch.outcomes, "rabbitmq")
     }
 
     /// Send the message of every ready slot, in order, and keep its confirm;
