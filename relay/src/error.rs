@@ -113,3 +113,22 @@ impl From<prometheus::Error> for Error {
         Error::Metrics(error.to_string())
     }
 }
+
+impl Error {
+    /// An invalid database or broker URL that says where its value came
+    /// from (`source`: a flag, an environment variable); other errors as
+    /// they are.
+    pub(crate) fn with_source(self, source: &str) -> Error {
+        match self {
+            Error::InvalidDatabaseUrl { url, reason } => Error::InvalidDatabaseUrl {
+                url,
+                reason: format!("{reason} (from {source})"),
+            },
+            Error::InvalidBrokerUrl { url, reason } => Error::InvalidBrokerUrl {
+                url,
+                reason: format!("{reason} (from {source})"),
+            },
+            other => other,
+        }
+    }
+}

@@ -165,7 +165,6 @@ impl Relay {
             Arc::clone(&keeper),
             self.wakeup.clone(),
             self.settings.dispatch.clone(),
-            partition_count,
             Arc::clone(&self.metrics),
             Arc::clone(&self.health),
         )

@@ -3,12 +3,13 @@
 //! that records what it is given. The loop publishes every event once,
 //! in order, acknowledges each, and records a rejected one as failed.
 
+use outbox_relay::event::{Fence, FetchRequest};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use outbox_relay::event::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
+use outbox_relay::event::{ClaimedEvent, FailedAttempt};
 use outbox_relay::open_store;
 use outbox_relay::publish::{PublishFailure, Publisher};
 use outbox_relay::source::EventSource;
@@ -36,12 +37,15 @@ impl MemorySource {
 impl EventSource for MemorySource {
     fn fetch_pending<'a>(
         &'a self,
-        _partition_count: i32,
-        partitions: &'a [i32],
-        exclude: &'a [i64],
-        _hold_dead: bool,
-        limit: FetchLimit,
+        request: FetchRequest<'a>,
     ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, outbox_relay::Error>> {
+        let FetchRequest {
+            partition_count: _partition_count,
+            partitions,
+            exclude,
+            hold_dead: _hold_dead,
+            limit,
+        } = request;
         let events = self
             .pending
             .lock()
@@ -69,11 +73,14 @@ impl EventSource for MemorySource {
 
     fn mark_published<'a>(
         &'a self,
-        _relay_id: &'a str,
-        _partition_count: i32,
-        _leases: &'a [Lease],
+        fence: Fence<'a>,
         ids: &'a [i64],
     ) -> BoxFuture<'a, Result<u64, outbox_relay::Error>> {
+        let Fence {
+            relay_id: _relay_id,
+            partition_count: _partition_count,
+            leases: _leases,
+        } = fence;
         self.settle(&ids.iter().copied().collect());
         if let Ok(mut acknowledged) = self.acknowledged.lock() {
             acknowledged.extend_from_slice(ids);
@@ -83,11 +90,14 @@ impl EventSource for MemorySource {
 
     fn record_failures<'a>(
         &'a self,
-        _relay_id: &'a str,
-        _partition_count: i32,
-        _leases: &'a [Lease],
+        fence: Fence<'a>,
         failures: &'a [FailedAttempt],
     ) -> BoxFuture<'a, Result<u64, outbox_relay::Error>> {
+        let Fence {
+            relay_id: _relay_id,
+            partition_count: _partition_count,
+            leases: _leases,
+        } = fence;
         self.settle(&failures.iter().map(|failure| failure.id).collect());
         if let Ok(mut failed) = self.failed.lock() {
             failed.extend_from_slice(failures);

@@ -3,12 +3,13 @@
 //! published without a write per event. Timed from `relay.run` being
 //! spawned until the acknowledgement that settles the last event.
 
+use outbox_relay::event::{Fence, FetchRequest};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use outbox_relay::event::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
+use outbox_relay::event::{ClaimedEvent, FailedAttempt};
 use outbox_relay::publish::Publisher;
 use outbox_relay::relay_settings;
 use outbox_relay::source::logical::{LogicalSource, SlotName, prepare};
@@ -38,27 +39,32 @@ struct CountingSource {
 impl EventSource for CountingSource {
     fn fetch_pending<'a>(
         &'a self,
-        partition_count: i32,
-        partitions: &'a [i32],
-        exclude: &'a [i64],
-        hold_dead: bool,
-        limit: FetchLimit,
+        request: FetchRequest<'a>,
     ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, outbox_relay::Error>> {
-        self.inner
-            .fetch_pending(partition_count, partitions, exclude, hold_dead, limit)
+        self.inner.fetch_pending(request)
     }
 
     fn mark_published<'a>(
         &'a self,
-        relay_id: &'a str,
-        partition_count: i32,
-        leases: &'a [Lease],
+        fence: Fence<'a>,
         ids: &'a [i64],
     ) -> BoxFuture<'a, Result<u64, outbox_relay::Error>> {
+        let Fence {
+            relay_id,
+            partition_count,
+            leases,
+        } = fence;
         Box::pin(async move {
             let settled = self
                 .inner
-                .mark_published(relay_id, partition_count, leases, ids)
+                .mark_published(
+                    Fence {
+                        relay_id,
+                        partition_count,
+                        leases,
+                    },
+                    ids,
+                )
                 .await?;
             if self.settled.fetch_add(settled, Ordering::SeqCst) + settled >= self.target {
                 self.reached.notify_one();
@@ -69,13 +75,22 @@ impl EventSource for CountingSource {
 
     fn record_failures<'a>(
         &'a self,
-        relay_id: &'a str,
-        partition_count: i32,
-        leases: &'a [Lease],
+        fence: Fence<'a>,
         failures: &'a [FailedAttempt],
     ) -> BoxFuture<'a, Result<u64, outbox_relay::Error>> {
-        self.inner
-            .record_failures(relay_id, partition_count, leases, failures)
+        let Fence {
+            relay_id,
+            partition_count,
+            leases,
+        } = fence;
+        self.inner.record_failures(
+            Fence {
+                relay_id,
+                partition_count,
+                leases,
+            },
+            failures,
+        )
     }
 
     fn watch_commits(&self, wakeup: Wakeup, tasks: &outbox_relay::Tasks) {

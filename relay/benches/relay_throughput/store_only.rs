@@ -1,5 +1,6 @@
 //! The store's statements alone, without a broker.
 
+use outbox_relay::event::{Fence, FetchRequest};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,13 +53,13 @@ pub(crate) async fn store_only(settings: &Settings, batch_size: u32) -> StoreOnl
         let started = Instant::now();
         for _ in 0..REPEAT {
             store
-                .fetch_pending(
+                .fetch_pending(FetchRequest {
                     partition_count,
-                    &partitions,
-                    &[],
-                    false,
-                    FetchLimit::events(limit),
-                )
+                    partitions: &partitions,
+                    exclude: &[],
+                    hold_dead: false,
+                    limit: FetchLimit::events(limit),
+                })
                 .await
                 .expect("fetch");
         }
@@ -74,13 +75,13 @@ pub(crate) async fn store_only(settings: &Settings, batch_size: u32) -> StoreOnl
     loop {
         let fetch_started = Instant::now();
         let batch = store
-            .fetch_pending(
+            .fetch_pending(FetchRequest {
                 partition_count,
-                &partitions,
-                &[],
-                false,
-                FetchLimit::events(limit),
-            )
+                partitions: &partitions,
+                exclude: &[],
+                hold_dead: false,
+                limit: FetchLimit::events(limit),
+            })
             .await
             .expect("fetch");
         serial_fetch += fetch_started.elapsed();
@@ -90,7 +91,14 @@ pub(crate) async fn store_only(settings: &Settings, batch_size: u32) -> StoreOnl
         let ids: Vec<i64> = batch.iter().map(|claimed| claimed.event.id).collect();
         let mark_started = Instant::now();
         marked += store
-            .mark_published(&relay_id, partition_count, &leases, &ids)
+            .mark_published(
+                Fence {
+                    relay_id: &relay_id,
+                    partition_count,
+                    leases: &leases,
+                },
+                &ids,
+            )
             .await
             .expect("mark");
         serial_mark += mark_started.elapsed();

@@ -1,12 +1,13 @@
 //! A store and a publisher that time the relay's calls.
 
+use outbox_relay::event::{Fence, FetchRequest};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use outbox_relay::event::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
+use outbox_relay::event::{ClaimedEvent, FailedAttempt, Lease};
 use outbox_relay::publish::{PublishFailure, Publisher};
 use outbox_relay::source::{EventSource, OutboxStore};
 use outbox_relay::store::{
@@ -175,17 +176,26 @@ impl LeaseStore for TimedStore {
 impl EventSource for TimedStore {
     fn fetch_pending<'a>(
         &'a self,
-        partition_count: i32,
-        partitions: &'a [i32],
-        exclude: &'a [i64],
-        hold_dead: bool,
-        limit: FetchLimit,
+        request: FetchRequest<'a>,
     ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>> {
+        let FetchRequest {
+            partition_count,
+            partitions,
+            exclude,
+            hold_dead,
+            limit,
+        } = request;
         Box::pin(async move {
             let started = Instant::now();
             let result = self
                 .inner
-                .fetch_pending(partition_count, partitions, exclude, hold_dead, limit)
+                .fetch_pending(FetchRequest {
+                    partition_count,
+                    partitions,
+                    exclude,
+                    hold_dead,
+                    limit,
+                })
                 .await;
             let elapsed = started.elapsed();
             let rows = result.as_ref().map_or(0, |rows| rows.len() as u64);
@@ -206,16 +216,26 @@ impl EventSource for TimedStore {
 
     fn mark_published<'a>(
         &'a self,
-        relay_id: &'a str,
-        partition_count: i32,
-        leases: &'a [Lease],
+        fence: Fence<'a>,
         ids: &'a [i64],
     ) -> BoxFuture<'a, Result<u64, Error>> {
+        let Fence {
+            relay_id,
+            partition_count,
+            leases,
+        } = fence;
         Box::pin(async move {
             let started = Instant::now();
             let result = self
                 .inner
-                .mark_published(relay_id, partition_count, leases, ids)
+                .mark_published(
+                    Fence {
+                        relay_id,
+                        partition_count,
+                        leases,
+                    },
+                    ids,
+                )
                 .await;
             let now = Instant::now();
             let elapsed = now - started;
@@ -234,13 +254,22 @@ impl EventSource for TimedStore {
 
     fn record_failures<'a>(
         &'a self,
-        relay_id: &'a str,
-        partition_count: i32,
-        leases: &'a [Lease],
+        fence: Fence<'a>,
         failures: &'a [FailedAttempt],
     ) -> BoxFuture<'a, Result<u64, Error>> {
-        self.inner
-            .record_failures(relay_id, partition_count, leases, failures)
+        let Fence {
+            relay_id,
+            partition_count,
+            leases,
+        } = fence;
+        self.inner.record_failures(
+            Fence {
+                relay_id,
+                partition_count,
+                leases,
+            },
+            failures,
+        )
     }
 }
 

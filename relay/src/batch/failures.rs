@@ -2,6 +2,7 @@
 //! dead on the last attempt, fenced by the leases of the batch.
 
 use super::Dispatcher;
+use crate::event::Fence;
 use crate::event::{ClaimedEvent, FailedAttempt, Lease};
 
 impl Dispatcher {
@@ -47,9 +48,11 @@ impl Dispatcher {
         match self
             .store
             .record_failures(
-                self.leases.relay_id(),
-                self.partition_count,
-                leases,
+                Fence {
+                    relay_id: self.leases.relay_id(),
+                    partition_count: self.partition_count,
+                    leases,
+                },
                 &failures,
             )
             .await

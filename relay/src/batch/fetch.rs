@@ -25,6 +25,7 @@ use super::byte_budget::payload_bytes;
 use super::publish::SentBatch;
 use super::{Dispatcher, LoopState};
 use crate::error::Error;
+use crate::event::FetchRequest;
 use crate::event::aggregate_key;
 use crate::event::{ClaimedEvent, FetchLimit, Lease};
 
@@ -207,7 +208,13 @@ impl Dispatcher {
         let hold_dead = self.settings.hold_dead;
         async move {
             store
-                .fetch_pending(partition_count, &partitions, &exclude, hold_dead, limit)
+                .fetch_pending(FetchRequest {
+                    partition_count,
+                    partitions: &partitions,
+                    exclude: &exclude,
+                    hold_dead,
+                    limit,
+                })
                 .await
         }
     }

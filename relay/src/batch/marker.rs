@@ -9,6 +9,7 @@ use tokio::task::{JoinError, JoinHandle};
 use super::Dispatcher;
 use super::publish::BatchOutcome;
 use crate::error::Error;
+use crate::event::Fence;
 use crate::event::Lease;
 
 /// A mark in flight: the ids it was given and its task, which returns the
@@ -43,7 +44,14 @@ impl Dispatcher {
         let task_ids = ids.clone();
         let task = self.tasks.spawn(async move {
             store
-                .mark_published(&relay_id, partition_count, &leases, &task_ids)
+                .mark_published(
+                    Fence {
+                        relay_id: &relay_id,
+                        partition_count,
+                        leases: &leases,
+                    },
+                    &task_ids,
+                )
                 .await
         });
         self.marking.push_back((ids, task));

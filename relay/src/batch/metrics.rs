@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use prometheus::core::Collector;
 use prometheus::{
     Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
     TextEncoder,
@@ -113,10 +114,17 @@ impl RelayMetrics {
 
     fn register() -> Result<Self, Error> {
         let registry = Registry::new_custom(Some("outbox_relay".to_owned()), None)?;
-        let by_topic = |name: &str, help: &str| -> Result<IntCounterVec, Error> {
-            let counter = IntCounterVec::new(Opts::new(name, help), &["topic"])?;
-            registry.register(Box::new(counter.clone()))?;
-            Ok(counter)
+        let by_topic = |name: &str, help: &str| {
+            added(
+                &registry,
+                IntCounterVec::new(Opts::new(name, help), &["topic"])?,
+            )
+        };
+        let counter = |name: &str, help: &str| added(&registry, IntCounter::new(name, help)?);
+        let gauge = |name: &str, help: &str| added(&registry, IntGauge::new(name, help)?);
+        let histogram = |name: &str, help: &str, buckets: &[f64]| {
+            let options = HistogramOpts::new(name, help).buckets(buckets.to_vec());
+            added(&registry, Histogram::with_opts(options)?)
         };
         let published = by_topic(
             "events_published_total",
@@ -134,58 +142,44 @@ impl RelayMetrics {
             "events_dead_lettered_total",
             "Events moved to dead on their last attempt, by topic.",
         )?;
-        let stale_marks = IntCounter::new(
+        let stale_marks = counter(
             "stale_marks_total",
             "Acknowledged events not marked published because their lease was lost; they are published again.",
         )?;
-        registry.register(Box::new(stale_marks.clone()))?;
         let out_of_order = by_topic(
             "events_published_out_of_order_total",
             "Events acknowledged although an earlier event of their aggregate, sent in the same batch, failed; by topic.",
         )?;
-        let batch_publish = Histogram::with_opts(
-            HistogramOpts::new(
-                "batch_publish_seconds",
-                "Time to publish one batch, from its first send to its last acknowledgement.",
-            )
-            .buckets(BATCH_PUBLISH_BUCKETS.to_vec()),
+        let batch_publish = histogram(
+            "batch_publish_seconds",
+            "Time to publish one batch, from its first send to its last acknowledgement.",
+            BATCH_PUBLISH_BUCKETS,
         )?;
-        registry.register(Box::new(batch_publish.clone()))?;
-        let commit_to_ack = Histogram::with_opts(
-            HistogramOpts::new(
-                "commit_to_ack_seconds",
-                "Time from an event's commit (logical source) or created_at (polling) to the broker's acknowledgement.",
-            )
-            .buckets(COMMIT_TO_ACK_BUCKETS.to_vec()),
+        let commit_to_ack = histogram(
+            "commit_to_ack_seconds",
+            "Time from an event's commit (logical source) or created_at (polling) to the broker's acknowledgement.",
+            COMMIT_TO_ACK_BUCKETS,
         )?;
-        registry.register(Box::new(commit_to_ack.clone()))?;
-        let pending = IntGauge::new(
+        let pending = gauge(
             "pending_events",
             "Events waiting to be published (logical source: not yet published by the stream or the table path).",
         )?;
-        registry.register(Box::new(pending.clone()))?;
-        let oldest_pending_age = Gauge::new(
-            "oldest_pending_age_seconds",
-            "Age of the oldest event waiting to be published; 0 when there is none.",
+        let oldest_pending_age = added(
+            &registry,
+            Gauge::new(
+                "oldest_pending_age_seconds",
+                "Age of the oldest event waiting to be published; 0 when there is none.",
+            )?,
         )?;
-        registry.register(Box::new(oldest_pending_age.clone()))?;
-        let dead = IntGauge::new("dead_events", "Dead events in the outbox table.")?;
-        registry.register(Box::new(dead.clone()))?;
-        let leases_held = IntGauge::new(
+        let dead = gauge("dead_events", "Dead events in the outbox table.")?;
+        let leases_held = gauge(
             "leases_held",
             "Partitions this relay instance holds a lease on.",
         )?;
-        registry.register(Box::new(leases_held.clone()))?;
-        let client_rebuilds = IntCounter::new(
+        let client_rebuilds = counter(
             "broker_client_rebuilds_total",
             "Broker clients rebuilt because their state was broken: a fatal or fenced Kafka producer, a RabbitMQ connection closed by the broker or stuck.",
         )?;
-        registry.register(Box::new(client_rebuilds.clone()))?;
-        let gauge = |name: &str, help: &str| -> Result<IntGauge, Error> {
-            let gauge = IntGauge::new(name, help)?;
-            registry.register(Box::new(gauge.clone()))?;
-            Ok(gauge)
-        };
         let slot_lag = gauge(
             "slot_lag_bytes",
             "Logical source: WAL written after the slot's confirmed position, in bytes.",
@@ -335,3 +329,9 @@ impl RelayMetrics {
 
 /// The content type of [`RelayMetrics::encode`]'s output.
 pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// `metric`, registered in `registry`.
+fn added<M: Collector + Clone + 'static>(registry: &Registry, metric: M) -> Result<M, Error> {
+    registry.register(Box::new(metric.clone()))?;
+    Ok(metric)
+}

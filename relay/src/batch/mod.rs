@@ -171,18 +171,18 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// A dispatcher; nothing runs until [`Dispatcher::run`].
-    #[allow(clippy::too_many_arguments)]
+    /// A dispatcher over the partitions of `leases`; nothing runs until
+    /// [`Dispatcher::run`].
     pub fn new(
         store: Arc<dyn EventSource>,
         publisher: Arc<dyn Publisher>,
         leases: Arc<LeaseKeeper>,
         wakeup: Wakeup,
         settings: DispatchSettings,
-        partition_count: i32,
         metrics: Arc<RelayMetrics>,
         health: Arc<PublishHealth>,
     ) -> Self {
+        let partition_count = leases.partition_count();
         Dispatcher {
             store,
             publisher,

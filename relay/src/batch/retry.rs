@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBuilder};
+use outbox::backoff::{Backoff, Jitter};
 
 /// Exponential backoff with jitter for failed events, bounded in attempts.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,18 +42,20 @@ impl RetryPolicy {
 
     /// The `n`-th delay (1-based) of the exponential sequence.
     pub fn delay(&self, n: u32) -> Duration {
-        let mut builder = ExponentialBuilder::default()
-            .with_min_delay(self.base_delay)
-            .with_max_delay(self.max_delay)
-            .with_factor(2.0)
-            .with_max_times(n as usize);
-        if self.jitter {
-            builder = builder.with_jitter();
+        if n == 0 {
+            return self.max_delay;
         }
-        builder
-            .build()
-            .nth(n.saturating_sub(1) as usize)
-            .unwrap_or(self.max_delay)
+        let jitter = if self.jitter {
+            Jitter::UpToDouble
+        } else {
+            Jitter::None
+        };
+        Backoff {
+            base_delay: self.base_delay,
+            max_delay: self.max_delay,
+            jitter,
+        }
+        .delay(n)
     }
 }
 

@@ -125,25 +125,14 @@ pub fn resolve_broker_url(
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<BrokerUrl, Error> {
     if let Some(flag_value) = flag {
-        return BrokerUrl::parse(flag_value).map_err(|error| from_source(error, "--broker"));
+        return BrokerUrl::parse(flag_value).map_err(|error| error.with_source("--broker"));
     }
     if let Some(value) = env(BROKER_VARIABLE).filter(|value| !value.trim().is_empty()) {
         return BrokerUrl::parse(&value).map_err(|error| {
-            from_source(error, &format!("environment variable {BROKER_VARIABLE}"))
+            error.with_source(&format!("environment variable {BROKER_VARIABLE}"))
         });
     }
     BrokerUrl::parse(DEFAULT_BROKER)
-}
-
-/// Appends where the value came from to an invalid-broker reason.
-fn from_source(error: Error, source: &str) -> Error {
-    match error {
-        Error::InvalidBrokerUrl { url, reason } => Error::InvalidBrokerUrl {
-            url,
-            reason: format!("{reason} (from {source})"),
-        },
-        other => other,
-    }
 }
 
 fn parse_broker(input: &str) -> Result<BrokerUrl, String> {

@@ -126,27 +126,15 @@ pub fn resolve_database_url(
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<DatabaseUrl, Error> {
     if let Some(flag_value) = flag {
-        return DatabaseUrl::parse(flag_value)
-            .map_err(|error| from_source(error, "--database-url"));
+        return DatabaseUrl::parse(flag_value).map_err(|error| error.with_source("--database-url"));
     }
     for variable in DATABASE_URL_VARIABLES {
         if let Some(value) = env(variable).filter(|value| !value.trim().is_empty()) {
             return DatabaseUrl::parse(&value)
-                .map_err(|error| from_source(error, &format!("environment variable {variable}")));
+                .map_err(|error| error.with_source(&format!("environment variable {variable}")));
         }
     }
     DatabaseUrl::parse(DEFAULT_DATABASE_URL)
-}
-
-/// Appends where the value came from to an invalid-URL reason.
-fn from_source(error: Error, source: &str) -> Error {
-    match error {
-        Error::InvalidDatabaseUrl { url, reason } => Error::InvalidDatabaseUrl {
-            url,
-            reason: format!("{reason} (from {source})"),
-        },
-        other => other,
-    }
 }
 
 fn parse_database_url(input: &str) -> Result<DatabaseUrl, String> {

@@ -9,15 +9,19 @@ use crate::publish::Publisher;
 use crate::publish::kafka::{KafkaPublisher, KafkaPublisherConfig};
 use crate::publish::rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};
 use crate::publish::stdout::StdoutPublisher;
+use crate::tasks::Tasks;
 
 /// The publisher for `broker`. Client options are checked here, before the
 /// relay claims anything.
 ///
 /// # Errors
 /// A client option the broker client rejects, or a broker it cannot reach.
+///
+/// The publisher's background work runs on `tasks`.
 pub async fn build_publisher(
     broker: &BrokerUrl,
     config: &RelayConfig,
+    tasks: &Tasks,
 ) -> Result<Arc<dyn Publisher>, Error> {
     match broker {
         BrokerUrl::Stdout => Ok(Arc::new(StdoutPublisher::new())),
@@ -28,7 +32,9 @@ pub async fn build_publisher(
             kafka.new_topic_partitions = config.kafka.new_topic_partitions;
             kafka.new_topic_replication_factor = config.kafka.new_topic_replication_factor;
             kafka.client_options = config.kafka.options.clone();
-            Ok(Arc::new(KafkaPublisher::new(kafka)?))
+            Ok(Arc::new(
+                KafkaPublisher::new(kafka)?.with_tasks(tasks.clone()),
+            ))
         }
         BrokerUrl::Amqp { url } => {
             let mut amqp = RabbitMqPublisherConfig::new(url.clone());
@@ -41,12 +47,17 @@ pub async fn build_publisher(
                 .iter()
                 .map(|(topic, route)| (topic.clone(), route.routing_key.clone()))
                 .collect();
-            let publisher = Arc::new(RabbitMqPublisher::new(amqp)?);
+            let publisher = Arc::new(RabbitMqPublisher::new(amqp)?.with_tasks(tasks.clone()));
             // Connect in the background: a broker that is down at start
             // only delays the first publish, which connects again.
             let connecting = Arc::clone(&publisher);
-            tokio::spawn(async move {
-                if let Err(error) = connecting.connect().await {
+            let stop = tasks.stop_token();
+            tasks.spawn(async move {
+                let connected = tokio::select! {
+                    () = stop.cancelled() => return,
+                    connected = connecting.connect() => connected,
+                };
+                if let Err(error) = connected {
                     tracing::warn!(
                         %error,
                         "rabbitmq is not reachable yet; the first publish connects again"

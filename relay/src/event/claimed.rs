@@ -1,7 +1,8 @@
 //! What a source hands the batch loop and what the loop hands back: an
 //! event with its partition ([`ClaimedEvent`]), the lease that fences it
-//! ([`Lease`]), how much one fetch may return ([`FetchLimit`]), and a
-//! failed attempt to record ([`FailedAttempt`]).
+//! ([`Lease`]), what one fetch asks for ([`FetchRequest`], [`FetchLimit`]),
+//! who writes under which leases ([`Fence`]), and a failed attempt to
+//! record ([`FailedAttempt`]).
 
 use std::time::Duration;
 
@@ -106,4 +107,35 @@ pub struct FailedAttempt {
     pub error: String,
     /// When to try again; `None` moves the event to the dead state.
     pub retry_in: Option<Duration>,
+}
+
+/// What one fetch asks a source for: the due events of `partitions`, in id
+/// order, within `limit`, leaving out `exclude` (published, not yet
+/// marked), and holding back the later events of an aggregate whose
+/// earlier event waits for a retry, or is dead when `hold_dead` is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchRequest<'a> {
+    /// How many partitions the table has (`partition_key % partition_count`).
+    pub partition_count: i32,
+    /// The partitions whose events to fetch: those this relay leases.
+    pub partitions: &'a [i32],
+    /// Ids to leave out.
+    pub exclude: &'a [i64],
+    /// Whether a dead event holds back the later events of its aggregate.
+    pub hold_dead: bool,
+    /// How much the fetch may return.
+    pub limit: FetchLimit,
+}
+
+/// Who writes, under which leases: a mark or a failure changes a row only
+/// where the lease of its partition is one of `leases`, held by
+/// `relay_id` and unexpired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence<'a> {
+    /// The relay instance that holds the leases.
+    pub relay_id: &'a str,
+    /// How many partitions the table has.
+    pub partition_count: i32,
+    /// The leases the write is made under.
+    pub leases: &'a [Lease],
 }

@@ -9,6 +9,6 @@ mod outbound;
 mod wakeup;
 
 pub use aggregate::{AggregateKey, aggregate_key};
-pub use claimed::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
+pub use claimed::{ClaimedEvent, FailedAttempt, Fence, FetchLimit, FetchRequest, Lease};
 pub use outbound::OutboundEvent;
 pub use wakeup::{NOTIFY_CHANNEL, Wakeup};

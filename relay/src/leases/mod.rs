@@ -105,6 +105,11 @@ impl LeaseKeeper {
         &self.relay_id
     }
 
+    /// How many partitions the table has.
+    pub fn partition_count(&self) -> i32 {
+        self.partition_count
+    }
+
     /// How long a lease lasts without renewal.
     pub fn lease_duration(&self) -> Duration {
         self.lease_duration

@@ -1,11 +1,13 @@
 //! Retention: delete published events once they are old enough, in bounded
 //! batches. Pending and dead events are never deleted.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::error::Error;
 use crate::store::OperatorStore;
 
 /// When published events are deleted.
@@ -27,7 +29,7 @@ const MAX_BATCHES_PER_PASS: usize = 100;
 pub async fn run_retention_pass(
     store: &dyn OperatorStore,
     settings: &RetentionSettings,
-) -> Result<u64, crate::error::Error> {
+) -> Result<u64, Error> {
     let mut deleted = 0;
     for _ in 0..MAX_BATCHES_PER_PASS {
         let batch = store
@@ -47,15 +49,31 @@ pub async fn run_retention(
     settings: RetentionSettings,
     stop: CancellationToken,
 ) {
+    every_interval(settings.interval, &stop, || {
+        run_retention_pass(store.as_ref(), &settings)
+    })
+    .await;
+}
+
+/// Run `pass` now and then every `interval` until `stop`, logging what
+/// each pass deleted or why it failed.
+pub(super) async fn every_interval<F, Pass>(
+    interval: Duration,
+    stop: &CancellationToken,
+    mut pass: F,
+) where
+    F: FnMut() -> Pass,
+    Pass: Future<Output = Result<u64, Error>>,
+{
     loop {
-        match run_retention_pass(store.as_ref(), &settings).await {
+        match pass().await {
             Ok(0) => {}
             Ok(deleted) => tracing::info!(deleted, "retention deleted published events"),
             Err(error) => tracing::warn!(%error, "retention pass failed"),
         }
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(settings.interval) => {}
+            () = tokio::time::sleep(interval) => {}
         }
     }
 }

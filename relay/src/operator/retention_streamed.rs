@@ -13,6 +13,7 @@ use std::sync::Arc;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
+use super::retention::every_interval;
 use crate::error::Error;
 use crate::operator::{RetentionSettings, run_retention_pass};
 use crate::source::logical::slot::SlotName;
@@ -72,15 +73,8 @@ pub async fn run_logical_retention(
     settings: RetentionSettings,
     stop: CancellationToken,
 ) {
-    loop {
-        match run_logical_retention_pass(&pool, store.as_ref(), &slot, &settings).await {
-            Ok(0) => {}
-            Ok(deleted) => tracing::info!(deleted, "retention deleted published events"),
-            Err(error) => tracing::warn!(%error, "retention pass failed"),
-        }
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(settings.interval) => {}
-        }
-    }
+    every_interval(settings.interval, &stop, || {
+        run_logical_retention_pass(&pool, store.as_ref(), &slot, &settings)
+    })
+    .await;
 }

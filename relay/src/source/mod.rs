@@ -27,10 +27,17 @@ use futures::future::BoxFuture;
 
 use crate::error::Error;
 use crate::event::Wakeup;
-use crate::event::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
+use crate::event::{ClaimedEvent, FailedAttempt, Fence, FetchRequest};
 use crate::tasks::Tasks;
 
 pub use polling::OutboxStore;
+
+/// What [`EventSource::fetch_pending`] answers: the events fetched.
+pub type Fetched<'a> = BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>>;
+
+/// What [`EventSource::mark_published`] and
+/// [`EventSource::record_failures`] answer: the rows they changed.
+pub type Written<'a> = BoxFuture<'a, Result<u64, Error>>;
 
 /// Payload bytes the relay holds for publishing at once, unless
 /// `max_batch_bytes` says otherwise: 32 MiB.
@@ -54,39 +61,26 @@ pub const DEFAULT_MAX_BATCH_BYTES: u64 = 32 << 20;
 /// - **At least once.** An event not acknowledged and not recorded as
 ///   failed is fetched again later, by this relay or by the next holder.
 pub trait EventSource: Send + Sync {
-    /// Pending events of `partitions` that are due, in id order, within
-    /// `limit` (the first event whatever its size), leaving out the ids in `exclude` (published, not yet
-    /// marked). An event is also left out while an earlier event of its
-    /// aggregate waits for a retry, or is dead and `hold_dead` is set.
-    fn fetch_pending<'a>(
-        &'a self,
-        partition_count: i32,
-        partitions: &'a [i32],
-        exclude: &'a [i64],
-        hold_dead: bool,
-        limit: FetchLimit,
-    ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>>;
+    /// The pending events `request` asks for: due, of its partitions, in id
+    /// order, within its limit (the first event whatever its size), leaving
+    /// out its excluded ids. An event is also left out while an earlier
+    /// event of its aggregate waits for a retry, or is dead and the request
+    /// holds dead events back.
+    fn fetch_pending<'a>(&'a self, request: FetchRequest<'a>) -> Fetched<'a>;
 
-    /// Mark `ids` published, only where the lease of the row's partition is
-    /// one of `leases`, held by `relay_id` and unexpired. Returns the rows
-    /// marked; fewer than `ids.len()` means a lease was lost.
-    fn mark_published<'a>(
-        &'a self,
-        relay_id: &'a str,
-        partition_count: i32,
-        leases: &'a [Lease],
-        ids: &'a [i64],
-    ) -> BoxFuture<'a, Result<u64, Error>>;
+    /// Mark `ids` published under `fence`: only where the lease of the
+    /// row's partition is one of the fence's, held by its relay and
+    /// unexpired. Returns the rows marked; fewer than `ids.len()` means a
+    /// lease was lost.
+    fn mark_published<'a>(&'a self, fence: Fence<'a>, ids: &'a [i64]) -> Written<'a>;
 
-    /// Record failed attempts, fenced like [`EventSource::mark_published`].
-    /// Returns the rows updated.
+    /// Record failed attempts under `fence`, like
+    /// [`EventSource::mark_published`]. Returns the rows updated.
     fn record_failures<'a>(
         &'a self,
-        relay_id: &'a str,
-        partition_count: i32,
-        leases: &'a [Lease],
+        fence: Fence<'a>,
         failures: &'a [FailedAttempt],
-    ) -> BoxFuture<'a, Result<u64, Error>>;
+    ) -> Written<'a>;
 
     /// Raise `wakeup` whenever events are committed, until `tasks` is
     /// cancelled, where the database can say so (PostgreSQL's `NOTIFY`).

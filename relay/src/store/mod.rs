@@ -38,7 +38,7 @@ mod mysql;
 mod operator;
 mod postgres;
 pub(crate) mod rows;
-mod sql_store;
+pub(crate) mod sql_store;
 mod sqlite;
 mod tcp_nodelay;
 mod types;

@@ -1,6 +1,7 @@
 //! A migrated test database with a slot of its own, and events written in
 //! transactions the test controls.
 
+use outbox_relay::event::FetchRequest;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -235,7 +236,13 @@ pub async fn fetch_at_least(source: &LogicalSource, count: usize) -> Vec<Claimed
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let fetched = source
-            .fetch_pending(1, &[0], &[], true, FetchLimit::events(1000))
+            .fetch_pending(FetchRequest {
+                partition_count: 1,
+                partitions: &[0],
+                exclude: &[],
+                hold_dead: true,
+                limit: FetchLimit::events(1000),
+            })
             .await
             .expect("fetch");
         if fetched.len() >= count || tokio::time::Instant::now() > deadline {

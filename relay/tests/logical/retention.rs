@@ -2,6 +2,7 @@
 //! is old enough and the slot has confirmed a checkpoint taken after its
 //! transaction; failed events and events the slot has not passed stay.
 
+use outbox_relay::event::Fence;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -62,7 +63,14 @@ async fn streamed_events_are_deleted_once_the_slot_confirmed_a_later_checkpoint(
     assert_eq!(fetch_at_least(&source, 4).await.len(), 4);
     let (published, failed) = ids.split_at(3);
     source
-        .mark_published("relay-retention", 1, &leases, published)
+        .mark_published(
+            Fence {
+                relay_id: "relay-retention",
+                partition_count: 1,
+                leases: &leases,
+            },
+            published,
+        )
         .await
         .expect("mark");
     let failure = FailedAttempt {
@@ -72,7 +80,14 @@ async fn streamed_events_are_deleted_once_the_slot_confirmed_a_later_checkpoint(
         retry_in: Some(Duration::from_secs(3600)),
     };
     source
-        .record_failures("relay-retention", 1, &leases, &[failure])
+        .record_failures(
+            Fence {
+                relay_id: "relay-retention",
+                partition_count: 1,
+                leases: &leases,
+            },
+            &[failure],
+        )
         .await
         .expect("record failure");
     // Each pass takes a checkpoint; transactions of other databases can
@@ -105,7 +120,14 @@ async fn streamed_events_are_deleted_once_the_slot_confirmed_a_later_checkpoint(
         "kept while unsettled"
     );
     source
-        .mark_published("relay-retention", 1, &leases, &[unsettled])
+        .mark_published(
+            Fence {
+                relay_id: "relay-retention",
+                partition_count: 1,
+                leases: &leases,
+            },
+            &[unsettled],
+        )
         .await
         .expect("mark");
     assert!(

@@ -1,6 +1,7 @@
 //! The source driven directly: commit order, and the confirmed position
 //! held behind an unsettled transaction.
 
+use outbox_relay::event::{Fence, FetchRequest};
 use std::time::Duration;
 
 use outbox_relay::event::FetchLimit;
@@ -36,7 +37,14 @@ async fn events_arrive_in_commit_order_and_the_slot_waits_for_every_earlier_tran
     let before = source.confirmed_position();
     assert_eq!(
         source
-            .mark_published("relay-a", 1, &leases, &[lower])
+            .mark_published(
+                Fence {
+                    relay_id: "relay-a",
+                    partition_count: 1,
+                    leases: &leases
+                },
+                &[lower]
+            )
             .await
             .expect("mark"),
         1
@@ -50,14 +58,28 @@ async fn events_arrive_in_commit_order_and_the_slot_waits_for_every_earlier_tran
     }];
     assert_eq!(
         source
-            .mark_published("relay-a", 1, &stale, &[higher])
+            .mark_published(
+                Fence {
+                    relay_id: "relay-a",
+                    partition_count: 1,
+                    leases: &stale
+                },
+                &[higher]
+            )
             .await
             .expect("mark"),
         0
     );
     assert_eq!(
         source
-            .mark_published("relay-a", 1, &leases, &[higher])
+            .mark_published(
+                Fence {
+                    relay_id: "relay-a",
+                    partition_count: 1,
+                    leases: &leases
+                },
+                &[higher]
+            )
             .await
             .expect("mark"),
         1
@@ -108,7 +130,14 @@ async fn a_failure_recorded_before_a_restart_does_not_hold_the_slot_after_it() {
     };
     assert_eq!(
         source
-            .record_failures("relay-a", 1, &leases, &[failure])
+            .record_failures(
+                Fence {
+                    relay_id: "relay-a",
+                    partition_count: 1,
+                    leases: &leases
+                },
+                &[failure]
+            )
             .await
             .expect("record"),
         1
@@ -124,7 +153,14 @@ async fn a_failure_recorded_before_a_restart_does_not_hold_the_slot_after_it() {
     let ids: Vec<i64> = fetched.iter().map(|claimed| claimed.event.id).collect();
     assert_eq!(ids, vec![flowing], "the failed event waits for its retry");
     source
-        .mark_published("relay-a", 1, &leases, &[flowing])
+        .mark_published(
+            Fence {
+                relay_id: "relay-a",
+                partition_count: 1,
+                leases: &leases,
+            },
+            &[flowing],
+        )
         .await
         .expect("mark");
     assert_eq!(source.unsettled_events(), 0);
@@ -177,7 +213,13 @@ async fn the_stream_buffer_and_its_fetches_are_bounded_by_payload_bytes() {
         "the stream reads no further while the buffer is full"
     );
     let capped = source
-        .fetch_pending(1, &[0], &[], true, FetchLimit::new(100, 1))
+        .fetch_pending(FetchRequest {
+            partition_count: 1,
+            partitions: &[0],
+            exclude: &[],
+            hold_dead: true,
+            limit: FetchLimit::new(100, 1),
+        })
         .await
         .expect("fetch");
     assert_eq!(
@@ -190,7 +232,13 @@ async fn the_stream_buffer_and_its_fetches_are_bounded_by_payload_bytes() {
     );
     let two = i64::try_from(first[0].payload_bytes() + first[1].payload_bytes()).expect("size");
     let fitting = source
-        .fetch_pending(1, &[0], &[], true, FetchLimit::new(100, two))
+        .fetch_pending(FetchRequest {
+            partition_count: 1,
+            partitions: &[0],
+            exclude: &[],
+            hold_dead: true,
+            limit: FetchLimit::new(100, two),
+        })
         .await
         .expect("fetch");
     assert_eq!(
@@ -203,7 +251,14 @@ async fn the_stream_buffer_and_its_fetches_are_bounded_by_payload_bytes() {
     );
     assert_eq!(
         source
-            .mark_published("relay-a", 1, &leases, &ids[..3])
+            .mark_published(
+                Fence {
+                    relay_id: "relay-a",
+                    partition_count: 1,
+                    leases: &leases
+                },
+                &ids[..3]
+            )
             .await
             .expect("mark"),
         3

@@ -1,5 +1,6 @@
 //! `EventSource`: per-aggregate blocking, what is fetched, commit wakeups.
 
+use outbox_relay::event::{Fence, FetchRequest};
 use std::time::Duration;
 
 use outbox_relay::Wakeup;
@@ -24,7 +25,13 @@ pub(crate) async fn a_fetch_stops_at_its_byte_cap<DB: StoreBackend>(db: &TestDat
     let all = partitions(&leases);
     let fetch = async |exclude: &[i64], limit: FetchLimit| -> Vec<i64> {
         store
-            .fetch_pending(partition_count, &all, exclude, true, limit)
+            .fetch_pending(FetchRequest {
+                partition_count,
+                partitions: &all,
+                exclude,
+                hold_dead: true,
+                limit,
+            })
             .await
             .expect("fetch")
             .iter()
@@ -32,7 +39,13 @@ pub(crate) async fn a_fetch_stops_at_its_byte_cap<DB: StoreBackend>(db: &TestDat
             .collect()
     };
     let uncapped = store
-        .fetch_pending(partition_count, &all, &[], true, FetchLimit::events(100))
+        .fetch_pending(FetchRequest {
+            partition_count,
+            partitions: &all,
+            exclude: &[],
+            hold_dead: true,
+            limit: FetchLimit::events(100),
+        })
         .await
         .expect("fetch");
     assert_eq!(uncapped.len(), 4);
@@ -90,7 +103,13 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
     let all = partitions(&leases);
 
     let fetched = store
-        .fetch_pending(partition_count, &all, &[], true, FetchLimit::events(100))
+        .fetch_pending(FetchRequest {
+            partition_count,
+            partitions: &all,
+            exclude: &[],
+            hold_dead: true,
+            limit: FetchLimit::events(100),
+        })
         .await
         .expect("fetch");
     let order: Vec<&str> = fetched
@@ -104,13 +123,13 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
     );
     let in_flight = [fetched[0].event.id, fetched[3].event.id];
     let rest = store
-        .fetch_pending(
+        .fetch_pending(FetchRequest {
             partition_count,
-            &all,
-            &in_flight,
-            true,
-            FetchLimit::events(100),
-        )
+            partitions: &all,
+            exclude: &in_flight,
+            hold_dead: true,
+            limit: FetchLimit::events(100),
+        })
         .await
         .expect("fetch");
     let rest_ids: Vec<i64> = rest.iter().map(|claimed| claimed.event.id).collect();
@@ -131,7 +150,13 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
         fetched[3].event.id,
     ];
     let around = store
-        .fetch_pending(partition_count, &all, &run, true, FetchLimit::events(100))
+        .fetch_pending(FetchRequest {
+            partition_count,
+            partitions: &all,
+            exclude: &run,
+            hold_dead: true,
+            limit: FetchLimit::events(100),
+        })
         .await
         .expect("fetch");
     let around_ids: Vec<i64> = around.iter().map(|claimed| claimed.event.id).collect();
@@ -160,14 +185,27 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
     ];
     assert_eq!(
         store
-            .record_failures("relay", partition_count, &leases, &failures)
+            .record_failures(
+                Fence {
+                    relay_id: "relay",
+                    partition_count,
+                    leases: &leases
+                },
+                &failures
+            )
             .await
             .expect("record"),
         2
     );
 
     let held = store
-        .fetch_pending(partition_count, &all, &[], true, FetchLimit::events(100))
+        .fetch_pending(FetchRequest {
+            partition_count,
+            partitions: &all,
+            exclude: &[],
+            hold_dead: true,
+            limit: FetchLimit::events(100),
+        })
         .await
         .expect("fetch");
     let held_order: Vec<&str> = held
@@ -181,7 +219,13 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
     );
 
     let skipped = store
-        .fetch_pending(partition_count, &all, &[], false, FetchLimit::events(100))
+        .fetch_pending(FetchRequest {
+            partition_count,
+            partitions: &all,
+            exclude: &[],
+            hold_dead: false,
+            limit: FetchLimit::events(100),
+        })
         .await
         .expect("fetch");
     let skipped_order: Vec<&str> = skipped
@@ -210,7 +254,13 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
     let selector = DeadSelector::EventId(dead[0].event_id.clone());
     assert_eq!(store.retry_dead(&selector).await.expect("retry"), 1);
     let after_retry = store
-        .fetch_pending(partition_count, &all, &[], true, FetchLimit::events(100))
+        .fetch_pending(FetchRequest {
+            partition_count,
+            partitions: &all,
+            exclude: &[],
+            hold_dead: true,
+            limit: FetchLimit::events(100),
+        })
         .await
         .expect("fetch");
     let after_retry_order: Vec<&str> = after_retry

@@ -1,5 +1,6 @@
 //! `LeaseStore`: leases and fencing, concurrent acquirers, relay liveness.
 
+use outbox_relay::event::{Fence, FetchRequest};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,13 +34,13 @@ pub(crate) async fn a_lost_lease_cannot_mark_or_fail_rows<DB: StoreBackend>(db: 
         "live leases are not taken"
     );
     let fetched = store
-        .fetch_pending(
+        .fetch_pending(FetchRequest {
             partition_count,
-            &partitions(&old),
-            &[],
-            true,
-            FetchLimit::events(100),
-        )
+            partitions: &partitions(&old),
+            exclude: &[],
+            hold_dead: true,
+            limit: FetchLimit::events(100),
+        })
         .await
         .expect("fetch");
     assert_eq!(fetched.len(), 3);
@@ -69,7 +70,14 @@ pub(crate) async fn a_lost_lease_cannot_mark_or_fail_rows<DB: StoreBackend>(db: 
     );
 
     let stale_mark = store
-        .mark_published("relay-a", partition_count, &old, &ids)
+        .mark_published(
+            Fence {
+                relay_id: "relay-a",
+                partition_count,
+                leases: &old,
+            },
+            &ids,
+        )
         .await
         .expect("mark");
     assert_eq!(stale_mark, 0, "a stale lease marks nothing");
@@ -80,7 +88,14 @@ pub(crate) async fn a_lost_lease_cannot_mark_or_fail_rows<DB: StoreBackend>(db: 
         retry_in: None,
     };
     let failed = store
-        .record_failures("relay-a", partition_count, &old, &[stale_failure])
+        .record_failures(
+            Fence {
+                relay_id: "relay-a",
+                partition_count,
+                leases: &old,
+            },
+            &[stale_failure],
+        )
         .await
         .expect("record");
     assert_eq!(failed, 0, "a stale lease alters nothing");
@@ -91,7 +106,14 @@ pub(crate) async fn a_lost_lease_cannot_mark_or_fail_rows<DB: StoreBackend>(db: 
     );
 
     let marked = store
-        .mark_published("relay-b", partition_count, &new, &ids)
+        .mark_published(
+            Fence {
+                relay_id: "relay-b",
+                partition_count,
+                leases: &new,
+            },
+            &ids,
+        )
         .await
         .expect("mark");
     assert_eq!(marked, 3, "the live lease marks the rows");
@@ -130,13 +152,13 @@ pub(crate) async fn the_same_owner_with_an_old_token_is_fenced_out<DB: StoreBack
         .await
         .expect("acquire");
     let fetched = store
-        .fetch_pending(
+        .fetch_pending(FetchRequest {
             partition_count,
-            &partitions(&old),
-            &[],
-            true,
-            FetchLimit::events(100),
-        )
+            partitions: &partitions(&old),
+            exclude: &[],
+            hold_dead: true,
+            limit: FetchLimit::events(100),
+        })
         .await
         .expect("fetch");
     let ids: Vec<i64> = fetched.iter().map(|claimed| claimed.event.id).collect();
@@ -157,7 +179,14 @@ pub(crate) async fn the_same_owner_with_an_old_token_is_fenced_out<DB: StoreBack
     }
 
     let stale_mark = store
-        .mark_published("relay-a", partition_count, &old, &ids)
+        .mark_published(
+            Fence {
+                relay_id: "relay-a",
+                partition_count,
+                leases: &old,
+            },
+            &ids,
+        )
         .await
         .expect("mark");
     assert_eq!(
@@ -172,7 +201,14 @@ pub(crate) async fn the_same_owner_with_an_old_token_is_fenced_out<DB: StoreBack
     };
     assert_eq!(
         store
-            .record_failures("relay-a", partition_count, &old, &[stale_failure])
+            .record_failures(
+                Fence {
+                    relay_id: "relay-a",
+                    partition_count,
+                    leases: &old
+                },
+                &[stale_failure]
+            )
             .await
             .expect("record"),
         0,
@@ -193,7 +229,14 @@ pub(crate) async fn the_same_owner_with_an_old_token_is_fenced_out<DB: StoreBack
     );
     assert_eq!(
         store
-            .mark_published("relay-a", partition_count, &new, &ids)
+            .mark_published(
+                Fence {
+                    relay_id: "relay-a",
+                    partition_count,
+                    leases: &new
+                },
+                &ids
+            )
             .await
             .expect("mark"),
         3,

@@ -8,6 +8,7 @@ mod events;
 mod leases;
 mod operator;
 
+use outbox_relay::event::{Fence, FetchRequest};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,13 +79,13 @@ pub(crate) async fn lease_all_and_fetch(
         .await
         .expect("acquire");
     let fetched = store
-        .fetch_pending(
+        .fetch_pending(FetchRequest {
             partition_count,
-            &partitions(&leases),
-            &[],
-            true,
-            FetchLimit::events(100),
-        )
+            partitions: &partitions(&leases),
+            exclude: &[],
+            hold_dead: true,
+            limit: FetchLimit::events(100),
+        })
         .await
         .expect("fetch");
     (leases, fetched)
@@ -99,7 +100,14 @@ pub(crate) async fn publish_and_kill(
     dead: &ClaimedEvent,
 ) {
     store
-        .mark_published("relay", partition_count, leases, published)
+        .mark_published(
+            Fence {
+                relay_id: "relay",
+                partition_count,
+                leases,
+            },
+            published,
+        )
         .await
         .expect("mark");
     let last_attempt = FailedAttempt {
@@ -109,7 +117,14 @@ pub(crate) async fn publish_and_kill(
         retry_in: None,
     };
     store
-        .record_failures("relay", partition_count, leases, &[last_attempt])
+        .record_failures(
+            Fence {
+                relay_id: "relay",
+                partition_count,
+                leases,
+            },
+            &[last_attempt],
+        )
         .await
         .expect("record");
 }

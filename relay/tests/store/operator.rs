@@ -1,5 +1,6 @@
 //! `OperatorStore`: retention, the backlog, the clock, topics and replay pages.
 
+use outbox_relay::event::Fence;
 use std::time::Duration;
 
 use outbox_relay::store::DeadSelector;
@@ -204,7 +205,14 @@ pub(crate) async fn fetch_published_pages_one_topic_in_id_order<DB: StoreBackend
     let (leases, fetched) = lease_all_and_fetch(store.as_ref(), partition_count).await;
     let ids: Vec<i64> = fetched.iter().map(|claimed| claimed.event.id).collect();
     store
-        .mark_published("relay", partition_count, &leases, &ids)
+        .mark_published(
+            Fence {
+                relay_id: "relay",
+                partition_count,
+                leases: &leases,
+            },
+            &ids,
+        )
         .await
         .expect("mark");
     let still_pending = enqueue(db, &[("a", 6)]).await;

@@ -115,10 +115,11 @@ impl KafkaPublisher {
     pub async fn check_connection(&self) -> Result<(), crate::error::Error> {
         let producer = self.producer();
         let timeout = self.config.metadata_timeout;
-        let result =
-            tokio::task::spawn_blocking(move || producer.client().fetch_metadata(None, timeout))
-                .await
-                .map_err(|error| crate::error::Error::Io(std::io::Error::other(error)))?;
+        let result = self
+            .tasks
+            .spawn_blocking(move || producer.client().fetch_metadata(None, timeout))
+            .await
+            .map_err(|error| crate::error::Error::Io(std::io::Error::other(error)))?;
         match result {
             Ok(_) => {
                 self.connected.store(true, Ordering::Relaxed);
@@ -167,7 +168,7 @@ impl KafkaPublisher {
                 self.broken.store(false, Ordering::Relaxed);
                 self.rebuilds.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(reason, "replaced the kafka producer with a new one");
-                drop(tokio::task::spawn_blocking(move || drop(old)));
+                drop(self.tasks.spawn_blocking(move || drop(old)));
                 Ok(())
             }
             Err(error) => {

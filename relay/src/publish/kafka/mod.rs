@@ -62,6 +62,7 @@ pub(crate) use guarantee::check_client_option;
 use crate::event::OutboundEvent;
 use crate::publish::send_order::SendOrder;
 use crate::publish::{Broker, PublishFailure};
+use crate::tasks::Tasks;
 use client::{CurrentProducer, create_producer};
 use send::{Batch, DELIVERY_GRACE};
 
@@ -89,6 +90,8 @@ pub struct KafkaPublisher {
     /// Sends whose delivery reports are still to come, per producer: a send
     /// on a new producer waits until those of the replaced one are settled.
     send_order: Arc<SendOrder>,
+    /// Where a replaced producer is dropped.
+    tasks: Tasks,
 }
 
 impl std::fmt::Debug for KafkaPublisher {
@@ -133,7 +136,15 @@ impl KafkaPublisher {
             broken: AtomicBool::new(false),
             rebuilds: AtomicU64::new(0),
             send_order: SendOrder::new(),
+            tasks: Tasks::new(),
         })
+    }
+
+    /// Run this publisher's background work (dropping a replaced producer)
+    /// on `tasks`, the relay's, rather than on a tracker of its own.
+    pub fn with_tasks(mut self, tasks: Tasks) -> Self {
+        self.tasks = tasks;
+        self
     }
 
     /// The settings this publisher was created with.

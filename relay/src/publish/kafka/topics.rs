@@ -75,21 +75,21 @@ impl KafkaPublisher {
         let producer = self.producer();
         let timeout = self.config.metadata_timeout;
         let topic_name = topic.to_owned();
-        let metadata = tokio::task::spawn_blocking(move || {
-            producer.client().fetch_metadata(Some(&topic_name), timeout)
-        })
-        .await
-        .map_err(|error| {
-            PublishFailure::Unavailable(format!(
-                "kafka metadata lookup of topic {topic} failed: {error}"
-            ))
-        })?
-        .map_err(|error| {
-            self.connected.store(false, Ordering::Relaxed);
-            PublishFailure::Unavailable(format!(
-                "kafka metadata lookup of topic {topic} failed: {error}"
-            ))
-        })?;
+        let metadata = self
+            .tasks
+            .spawn_blocking(move || producer.client().fetch_metadata(Some(&topic_name), timeout))
+            .await
+            .map_err(|error| {
+                PublishFailure::Unavailable(format!(
+                    "kafka metadata lookup of topic {topic} failed: {error}"
+                ))
+            })?
+            .map_err(|error| {
+                self.connected.store(false, Ordering::Relaxed);
+                PublishFailure::Unavailable(format!(
+                    "kafka metadata lookup of topic {topic} failed: {error}"
+                ))
+            })?;
         self.connected.store(true, Ordering::Relaxed);
         let Some(entry) = metadata.topics().iter().find(|entry| entry.name() == topic) else {
             return Ok(false);

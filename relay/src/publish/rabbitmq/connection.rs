@@ -118,7 +118,7 @@ impl RabbitMqPublisher {
             return;
         };
         tracing::warn!(url = %self.display_url, reason, "dropping the rabbitmq connection; the next publish opens a new one");
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             let closing = discarded.connection.close(200, ShortString::from("OK"));
             if let Ok(Err(error)) = tokio::time::timeout(CHANNEL_CLOSE_TIMEOUT, closing).await {
                 tracing::debug!(%error, "closing a dropped rabbitmq connection failed");

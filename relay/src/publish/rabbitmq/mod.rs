@@ -55,6 +55,7 @@ pub use config::{RabbitMqPublisherConfig, RoutingKey};
 use crate::event::OutboundEvent;
 use crate::publish::send_order::SendOrder;
 use crate::publish::{Broker, PublishFailure};
+use crate::tasks::Tasks;
 use connection::Session;
 use outbox::mask_password;
 use send::OnChannel;
@@ -80,6 +81,8 @@ pub struct RabbitMqPublisher {
     /// Sends whose confirms are still to come, per connection: a send on a
     /// new connection waits until those of the replaced one are settled.
     send_order: Arc<SendOrder>,
+    /// Where a dropped connection is closed.
+    tasks: Tasks,
 }
 
 impl std::fmt::Debug for RabbitMqPublisher {
@@ -112,7 +115,21 @@ impl RabbitMqPublisher {
             ever_connected: AtomicBool::new(false),
             sessions_opened: AtomicU64::new(0),
             send_order: SendOrder::new(),
+            tasks: Tasks::new(),
         })
+    }
+
+    /// Run this publisher's background work (closing a dropped connection,
+    /// connecting ahead of the first publish) on `tasks`, the relay's,
+    /// rather than on a tracker of its own.
+    pub fn with_tasks(mut self, tasks: Tasks) -> Self {
+        self.tasks = tasks;
+        self
+    }
+
+    /// The tasks this publisher's background work runs on.
+    pub fn tasks(&self) -> &Tasks {
+        &self.tasks
     }
 
     /// The settings this publisher was created with.

@@ -56,19 +56,14 @@ const READ_COLUMNS: [&str; 13] = [
     "state",
     "attempts",
 ];
-const ID: usize = 0;
-const EVENT_ID: usize = 1;
-const EVENT_TYPE: usize = 2;
-const EVENT_VERSION: usize = 3;
-const SOURCE: usize = 4;
-const AGGREGATE_TYPE: usize = 5;
-const AGGREGATE_ID: usize = 6;
-const TOPIC: usize = 7;
-const PAYLOAD: usize = 8;
-const HEADERS: usize = 9;
-const CREATED_AT: usize = 10;
-const STATE: usize = 11;
-const ATTEMPTS: usize = 12;
+
+/// Where `name` sits in [`READ_COLUMNS`].
+fn column(name: &str) -> usize {
+    READ_COLUMNS
+        .iter()
+        .position(|read| *read == name)
+        .unwrap_or_else(|| unreachable!("`{name}` is not one of READ_COLUMNS"))
+}
 
 /// A relation as its `Relation` message described it: its column names, and
 /// where the columns an event is read from sit, found once per message
@@ -184,36 +179,36 @@ impl PgOutputDecoder {
 /// The event of an inserted row, or [`Change::Skipped`] for a row that is
 /// not pending.
 fn event_from_row(row: &Row<'_, '_>) -> Result<Change, DecodeError> {
-    let text = |column: usize| -> Result<&str, DecodeError> {
-        row.get(column)
-            .ok_or_else(|| malformed(format!("column {} missing or NULL", READ_COLUMNS[column])))
+    let text = |name: &str| -> Result<&str, DecodeError> {
+        row.get(column(name))
+            .ok_or_else(|| malformed(format!("column {name} missing or NULL")))
     };
-    let number = |column: usize| -> Result<i64, DecodeError> {
-        text(column)?
+    let number = |name: &str| -> Result<i64, DecodeError> {
+        text(name)?
             .parse::<i64>()
-            .map_err(|error| malformed(format!("column {}: {error}", READ_COLUMNS[column])))
+            .map_err(|error| malformed(format!("column {name}: {error}")))
     };
-    if row.get(STATE).unwrap_or("pending") != "pending" {
+    if row.get(column("state")).unwrap_or("pending") != "pending" {
         return Ok(Change::Skipped);
     }
-    let event_id_text = text(EVENT_ID)?;
+    let event_id_text = text("event_id")?;
     let event_id = uuid::Uuid::parse_str(event_id_text)
         .map_err(|error| malformed(format!("column event_id: {error}")))?;
     let event = OutboundEvent {
-        id: number(ID)?,
+        id: number("id")?,
         event_id,
-        event_type: text(EVENT_TYPE)?.to_owned(),
-        event_version: i32::try_from(number(EVENT_VERSION)?)
+        event_type: text("event_type")?.to_owned(),
+        event_version: i32::try_from(number("event_version")?)
             .map_err(|error| malformed(format!("column event_version: {error}")))?,
-        source: text(SOURCE)?.to_owned(),
-        aggregate_type: text(AGGREGATE_TYPE)?.to_owned(),
-        aggregate_id: text(AGGREGATE_ID)?.to_owned(),
-        topic: text(TOPIC)?.to_owned(),
-        payload: Arc::from(text(PAYLOAD)?),
-        headers: parse_headers(event_id_text, text(HEADERS)?),
-        created_at: parse_timestamptz(text(CREATED_AT)?)?,
+        source: text("source")?.to_owned(),
+        aggregate_type: text("aggregate_type")?.to_owned(),
+        aggregate_id: text("aggregate_id")?.to_owned(),
+        topic: text("topic")?.to_owned(),
+        payload: Arc::from(text("payload")?),
+        headers: parse_headers(event_id_text, text("headers")?),
+        created_at: parse_timestamptz(text("created_at")?)?,
         attempts: row
-            .get(ATTEMPTS)
+            .get(column("attempts"))
             .and_then(|value| value.parse().ok())
             .unwrap_or(0),
         replay: false,

@@ -28,8 +28,9 @@ use super::table_path::{self, Writer};
 use crate::error::Error;
 use crate::event::Wakeup;
 use crate::event::aggregate_key;
-use crate::event::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
-use crate::source::EventSource;
+use crate::event::{ClaimedEvent, FailedAttempt, Lease};
+use crate::event::{Fence, FetchRequest};
+use crate::source::{EventSource, Fetched, Written};
 use crate::store::{LeaseStore, PostgresStore};
 use crate::tasks::Tasks;
 
@@ -369,14 +370,14 @@ async fn stop_stream(stream: RunningStream) {
 }
 
 impl EventSource for LogicalSource {
-    fn fetch_pending<'a>(
-        &'a self,
-        _partition_count: i32,
-        partitions: &'a [i32],
-        exclude: &'a [i64],
-        hold_dead: bool,
-        limit: FetchLimit,
-    ) -> BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>> {
+    fn fetch_pending<'a>(&'a self, request: FetchRequest<'a>) -> Fetched<'a> {
+        let FetchRequest {
+            partitions,
+            exclude,
+            hold_dead,
+            limit,
+            ..
+        } = request;
         Box::pin(async move {
             if !partitions.contains(&STREAM_PARTITION) || self.current_writer().is_none() {
                 return Ok(Vec::new());
@@ -410,15 +411,9 @@ impl EventSource for LogicalSource {
         })
     }
 
-    fn mark_published<'a>(
-        &'a self,
-        _relay_id: &'a str,
-        _partition_count: i32,
-        leases: &'a [Lease],
-        ids: &'a [i64],
-    ) -> BoxFuture<'a, Result<u64, Error>> {
+    fn mark_published<'a>(&'a self, fence: Fence<'a>, ids: &'a [i64]) -> Written<'a> {
         Box::pin(async move {
-            let Some((relay_id, lease_token)) = self.holds_stream(leases) else {
+            let Some((relay_id, lease_token)) = self.holds_stream(fence.leases) else {
                 return Ok(0);
             };
             // A row fetched from the table is marked there, even when a copy
@@ -455,13 +450,11 @@ impl EventSource for LogicalSource {
 
     fn record_failures<'a>(
         &'a self,
-        _relay_id: &'a str,
-        _partition_count: i32,
-        leases: &'a [Lease],
+        fence: Fence<'a>,
         failures: &'a [FailedAttempt],
-    ) -> BoxFuture<'a, Result<u64, Error>> {
+    ) -> Written<'a> {
         Box::pin(async move {
-            let Some((relay_id, lease_token)) = self.holds_stream(leases) else {
+            let Some((relay_id, lease_token)) = self.holds_stream(fence.leases) else {
                 return Ok(0);
             };
             let writer = Writer {

@@ -4,10 +4,10 @@
 use futures::future::BoxFuture;
 use sqlx::{Database, Pool};
 
-use super::events::fetch_pending_values;
+use super::fetch_values::fetch_pending_values;
 use super::{Dialect, SqlStore};
 use crate::error::Error;
-use crate::event::FetchLimit;
+use crate::event::{FetchLimit, FetchRequest};
 
 /// A dialect whose database explains a statement's plan as JSON.
 pub trait ExplainFetch: Dialect {
@@ -35,7 +35,13 @@ impl<D: ExplainFetch> SqlStore<D> {
         limit: i64,
     ) -> Result<serde_json::Value, Error> {
         let limit = FetchLimit::events(limit);
-        let values = fetch_pending_values::<D>(partition_count, partitions, &[], hold_dead, limit);
+        let values = fetch_pending_values::<D>(FetchRequest {
+            partition_count,
+            partitions,
+            exclude: &[],
+            hold_dead,
+            limit,
+        });
         let arguments = values.arguments(&D::STATEMENTS.fetch_pending)?;
         D::explain_fetch(&self.pool, arguments).await
     }

@@ -15,8 +15,8 @@
 
 mod binds;
 mod database;
-mod events;
 mod explain;
+pub(crate) mod fetch_values;
 mod leases;
 mod numbered;
 mod operator;
@@ -193,7 +193,7 @@ impl<D: Dialect> SqlStore<D> {
 
     /// A transaction with `settings` applied, or none when there are no
     /// settings to apply.
-    async fn settings_transaction(
+    pub(crate) async fn settings_transaction(
         &self,
         settings: &[&'static str],
     ) -> Result<Option<Transaction<'static, D::Database>>, Error> {
@@ -215,7 +215,7 @@ impl<D: Dialect> SqlStore<D> {
 
 /// Where to run a statement: in `transaction` if there is one, else on
 /// `pool`.
-fn on_either<'a, DB: Database>(
+pub(crate) fn on_either<'a, DB: Database>(
     pool: &'a Pool<DB>,
     transaction: &'a mut Option<Transaction<'static, DB>>,
 ) -> On<'a, DB> {
@@ -226,7 +226,9 @@ fn on_either<'a, DB: Database>(
 }
 
 /// Commit `transaction` if there is one.
-async fn commit<DB: Database>(transaction: Option<Transaction<'static, DB>>) -> Result<(), Error> {
+pub(crate) async fn commit<DB: Database>(
+    transaction: Option<Transaction<'static, DB>>,
+) -> Result<(), Error> {
     if let Some(transaction) = transaction {
         transaction.commit().await?;
     }
@@ -254,7 +256,7 @@ async fn fetch_one<DB: SqlDatabase>(
 }
 
 /// Run `statement` with `values`; returns the rows it changed.
-async fn execute<DB: SqlDatabase>(
+pub(crate) async fn execute<DB: SqlDatabase>(
     on: On<'_, DB>,
     statement: &Statement,
     values: &Values<DB>,

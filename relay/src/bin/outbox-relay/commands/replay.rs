@@ -12,6 +12,7 @@ use outbox_relay::operator::{ReplaySource, ReplayTime, replay, resolve_window};
 use outbox_relay::operator::{StreamedReplay, unconfirmed_in_window};
 use outbox_relay::source::logical::{SlotName, missing_slot_error, slot_status};
 use outbox_relay::store::{Connections, OperatorStore, PostgresStore, ReplayWindow};
+use outbox_relay::tasks::Tasks;
 
 /// The topic and the window asked for, before they are resolved against
 /// the database.
@@ -85,7 +86,9 @@ async fn replay_request<S: ReplaySource + ?Sized>(
     (database_url, broker_url, config): (&DatabaseUrl, &BrokerUrl, &RelayConfig),
 ) -> Result<(ReplayWindow, u64), Error> {
     let window = resolve_window(store, request.topic, request.since, request.until).await?;
-    let publisher = build_publisher(broker_url, config).await?;
+    // The publisher's background work ends with the replay.
+    let tasks = Tasks::new();
+    let publisher = build_publisher(broker_url, config, &tasks).await?;
     tracing::info!(
         topic = %window.topic,
         since = %window.since.to_rfc3339(),
@@ -95,6 +98,8 @@ async fn replay_request<S: ReplaySource + ?Sized>(
         "replay started"
     );
     let page_size = i64::from(config.batch_size());
-    let replayed = replay(source, publisher.as_ref(), &window, page_size).await?;
-    Ok((window, replayed))
+    let replayed = replay(source, publisher.as_ref(), &window, page_size).await;
+    tasks.cancel();
+    tasks.wait().await;
+    Ok((window, replayed?))
 }

@@ -103,7 +103,7 @@ async fn start(
         Some(slot) => Some(open_logical_source(&database_url, slot, skip_migrate, &config).await?),
         None => None,
     };
-    let publisher: Arc<dyn Publisher> = build_publisher(&broker_url, &config).await?;
+    let publisher: Arc<dyn Publisher> = build_publisher(&broker_url, &config, tasks).await?;
     let store = match &logical {
         Some((postgres, _)) => Arc::clone(postgres) as Arc<dyn OutboxStore>,
         None => open_polling_store(&database_url, skip_migrate).await?,
