@@ -20,6 +20,21 @@
 //!
 //! The command line is the binary's (`src/bin/outbox-relay/`).
 
+/// A module `sql` holding the statements of the calling file's `sql/`
+/// folder, one `&str` per file, named after it:
+/// `sql_files!(wal_level, slot_status)` gives `sql::wal_level` from
+/// `sql/wal_level.sql`.
+macro_rules! sql_files {
+    ($($name:ident),+ $(,)?) => {
+        /// The statements of this folder's `sql/` files, named after them.
+        #[allow(non_upper_case_globals)]
+        mod sql {
+            $(pub(super) const $name: &str =
+                include_str!(concat!("sql/", stringify!($name), ".sql"));)+
+        }
+    };
+}
+
 pub mod batch;
 pub mod config;
 pub mod error;

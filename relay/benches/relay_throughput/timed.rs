@@ -11,7 +11,8 @@ use outbox_relay::event::{ClaimedEvent, FailedAttempt, Lease};
 use outbox_relay::publish::{PublishFailure, Publisher};
 use outbox_relay::source::{EventSource, OutboxStore};
 use outbox_relay::store::{
-    DeadEvent, DeadSelector, LeaseStore, OperatorStore, OutboxBacklog, OutboxStatus, ReplayWindow,
+    DeadEvent, DeadSelector, LeaseStore, Leased, OperatorStore, OutboxBacklog, OutboxStatus,
+    ReplayWindow,
 };
 use outbox_relay::{Error, OutboundEvent};
 use uuid::Uuid;
@@ -151,16 +152,11 @@ impl LeaseStore for TimedStore {
         relay_id: &'a str,
         leases: &'a [Lease],
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<Vec<Lease>, Error>> {
+    ) -> Leased<'a> {
         self.inner.renew_leases(relay_id, leases, ttl)
     }
 
-    fn acquire_leases<'a>(
-        &'a self,
-        relay_id: &'a str,
-        limit: i64,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<Vec<Lease>, Error>> {
+    fn acquire_leases<'a>(&'a self, relay_id: &'a str, limit: i64, ttl: Duration) -> Leased<'a> {
         self.inner.acquire_leases(relay_id, limit, ttl)
     }
 

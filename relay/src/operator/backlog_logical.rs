@@ -20,14 +20,11 @@ use crate::source::logical::LogicalSource;
 use crate::source::logical::slot_backlog::{SlotBacklog, slot_backlogs};
 use crate::store::{OutboxBacklog, OutboxStatus};
 
-const BACKLOG: &str = include_str!("sql/backlog.sql");
-/// Run before [`BACKLOG`], in its transaction: read the small partial
+sql_files!(backlog, status_counts, status_topics, database_now);
+/// Run before `sql/backlog.sql`, in its transaction: read the small partial
 /// index of the table path, never the table of streamed rows (see
 /// `table_path.rs`).
 const BACKLOG_SETTINGS: &str = "SET LOCAL enable_seqscan = off";
-const STATUS_COUNTS: &str = include_str!("sql/status_counts.sql");
-const STATUS_TOPICS: &str = include_str!("sql/status_topics.sql");
-const DATABASE_NOW: &str = include_str!("sql/database_now.sql");
 
 /// What `status --source logical` adds to the status.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -50,7 +47,9 @@ async fn table_path_backlog(pool: &PgPool) -> Result<OutboxBacklog, Error> {
     sqlx::query(BACKLOG_SETTINGS)
         .execute(&mut *transaction)
         .await?;
-    let row = sqlx::query(BACKLOG).fetch_one(&mut *transaction).await?;
+    let row = sqlx::query(sql::backlog)
+        .fetch_one(&mut *transaction)
+        .await?;
     transaction.commit().await?;
     Ok(OutboxBacklog {
         pending: row.try_get("pending")?,
@@ -136,7 +135,7 @@ pub async fn logical_status(
     pool: &PgPool,
     status: &mut OutboxStatus,
 ) -> Result<LogicalCounts, Error> {
-    let row = sqlx::query(STATUS_COUNTS).fetch_one(pool).await?;
+    let row = sqlx::query(sql::status_counts).fetch_one(pool).await?;
     status.pending = row.try_get("pending")?;
     status.in_flight = row.try_get("in_flight")?;
     status.oldest_pending_at = row.try_get("oldest_pending_at")?;
@@ -154,11 +153,13 @@ pub async fn logical_status(
         };
     }
     if let Some(oldest) = status.oldest_pending_at {
-        let now: DateTime<Utc> = sqlx::query_scalar(DATABASE_NOW).fetch_one(pool).await?;
+        let now: DateTime<Utc> = sqlx::query_scalar(sql::database_now)
+            .fetch_one(pool)
+            .await?;
         status.oldest_pending_age_seconds = Some((now - oldest).num_seconds().max(0));
     }
     let mut topics = Vec::new();
-    for row in sqlx::query(STATUS_TOPICS).fetch_all(pool).await? {
+    for row in sqlx::query(sql::status_topics).fetch_all(pool).await? {
         let topic: String = row.try_get("topic")?;
         let pending: i64 = row.try_get("pending")?;
         if let Some(counts) = status

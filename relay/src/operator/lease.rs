@@ -14,7 +14,7 @@ use crate::tasks::Tasks;
 const ACQUIRE_STREAM_LEASE: &str = include_str!("../source/logical/sql/acquire_stream_lease.sql");
 const RENEW_STREAM_LEASE: &str = include_str!("../source/logical/sql/renew_stream_lease.sql");
 const RELEASE_STREAM_LEASE: &str = include_str!("../source/logical/sql/release_stream_lease.sql");
-const STREAM_LEASE_HOLDER: &str = include_str!("sql/stream_lease_holder.sql");
+sql_files!(stream_lease_holder);
 
 /// How long an operator command's hold on the stream's lease lasts between
 /// renewals; it is renewed every third of it while the command runs, also
@@ -91,7 +91,7 @@ impl OperatorLease {
 
 /// The error of a lease held by someone else, naming the holder.
 async fn held_elsewhere(pool: &PgPool, command: &str) -> Result<Error, Error> {
-    let holder = sqlx::query(STREAM_LEASE_HOLDER)
+    let holder = sqlx::query(sql::stream_lease_holder)
         .fetch_optional(pool)
         .await?;
     let (owner, expires_at) = match holder {

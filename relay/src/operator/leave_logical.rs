@@ -37,15 +37,17 @@ use crate::source::logical::slot::{
     SlotName, drop_publication_statement, missing_slot_error, slot_status,
 };
 
-const LEAVE_BOUND: &str = include_str!("sql/leave_bound.sql");
-const WAL_FLUSHED_PAST: &str = include_str!("sql/wal_flushed_past.sql");
-const UNCONFIRMED_CHANGES: &str = include_str!("sql/unconfirmed_changes.sql");
+sql_files!(
+    leave_bound,
+    wal_flushed_past,
+    unconfirmed_changes,
+    count_stream_owned,
+    drop_slot
+);
 const MARK_CONFIRMED_STREAMED: &str = concat!(
     include_str!("../source/logical/sql/stream_lease_fence.sql"),
     include_str!("sql/mark_confirmed_streamed.sql")
 );
-const COUNT_STREAM_OWNED: &str = include_str!("sql/count_stream_owned.sql");
-const DROP_SLOT: &str = include_str!("sql/drop_slot.sql");
 const FORGET_ALL_CHECKPOINTS: &str =
     include_str!("../source/logical/sql/forget_all_checkpoints.sql");
 
@@ -126,7 +128,7 @@ async fn leave_under_lease(
     let marked_published =
         mark_confirmed(pool, &bound, &unconfirmed, operator_id, lease_token).await?;
     drop_slot_and_publication(pool, slot).await?;
-    let left_pending: i64 = sqlx::query_scalar(COUNT_STREAM_OWNED)
+    let left_pending: i64 = sqlx::query_scalar(sql::count_stream_owned)
         .fetch_one(pool)
         .await?;
     let left_pending = u64::try_from(left_pending).unwrap_or(0);
@@ -156,7 +158,7 @@ struct Bound {
 /// only, and with `synchronous_commit = off` a transaction is visible
 /// before its commit record is flushed.
 async fn take_bound(pool: &PgPool) -> Result<Bound, Error> {
-    let row = sqlx::query(LEAVE_BOUND).fetch_one(pool).await?;
+    let row = sqlx::query(sql::leave_bound).fetch_one(pool).await?;
     let wal_position: String = row.try_get("wal_position")?;
     let bound = Bound {
         snapshot_xmin: row.try_get("snapshot_xmin")?,
@@ -164,7 +166,7 @@ async fn take_bound(pool: &PgPool) -> Result<Bound, Error> {
     };
     let deadline = tokio::time::Instant::now() + FLUSH_WAIT;
     loop {
-        let flushed: bool = sqlx::query_scalar(WAL_FLUSHED_PAST)
+        let flushed: bool = sqlx::query_scalar(sql::wal_flushed_past)
             .bind(&wal_position)
             .fetch_one(pool)
             .await?;
@@ -187,7 +189,7 @@ async fn take_bound(pool: &PgPool) -> Result<Bound, Error> {
 /// inserted after a savepoint carries its subtransaction's id, which the
 /// stream reports under its top-level transaction.
 async fn unconfirmed_events(pool: &PgPool, slot: &SlotName) -> Result<Vec<i64>, Error> {
-    let mut changes = sqlx::query_scalar::<_, Vec<u8>>(UNCONFIRMED_CHANGES)
+    let mut changes = sqlx::query_scalar::<_, Vec<u8>>(sql::unconfirmed_changes)
         .bind(slot.as_str())
         .bind(slot.publication())
         .fetch(pool);
@@ -221,7 +223,7 @@ async fn drop_slot_and_publication(pool: &PgPool, slot: &SlotName) -> Result<(),
     )))
     .execute(&mut *transaction)
     .await?;
-    sqlx::query(DROP_SLOT)
+    sqlx::query(sql::drop_slot)
         .bind(slot.as_str())
         .execute(&mut *transaction)
         .await

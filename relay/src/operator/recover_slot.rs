@@ -37,7 +37,7 @@ use crate::source::logical::slot::{
 use crate::source::logical::slot_backlog::{HANDED_OVER_NOTE, HandedOver, hand_over};
 use crate::source::logical::table_path::Writer;
 
-const DROP_SLOT: &str = include_str!("sql/drop_slot.sql");
+sql_files!(drop_slot);
 
 /// What [`recover_slot`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +95,7 @@ async fn recover_under_lease(
     let publication = publication_state(pool, slot).await?;
     let dropped_lost_slot = match &existing {
         Some(status) if status.is_lost() || publication == PublicationState::Missing => {
-            sqlx::query(DROP_SLOT)
+            sqlx::query(sql::drop_slot)
                 .bind(slot.as_str())
                 .execute(pool)
                 .await?;

@@ -19,9 +19,7 @@ use crate::operator::{RetentionSettings, run_retention_pass};
 use crate::source::logical::slot::SlotName;
 use crate::store::OperatorStore;
 
-const TAKE_CHECKPOINT: &str = include_str!("sql/take_checkpoint.sql");
-const DELETE_STREAMED: &str = include_str!("sql/delete_streamed.sql");
-const FORGET_CHECKPOINTS: &str = include_str!("sql/forget_checkpoints.sql");
+sql_files!(take_checkpoint, delete_streamed, forget_checkpoints);
 
 /// Most statements in one pass, as for the polling relay's retention.
 const MAX_BATCHES_PER_PASS: usize = 100;
@@ -41,7 +39,7 @@ pub async fn run_logical_retention_pass(
     let mut deleted = run_retention_pass(store, settings).await?;
     let keep_seconds = settings.keep_published.as_secs_f64();
     for _ in 0..MAX_BATCHES_PER_PASS {
-        let batch = sqlx::query(DELETE_STREAMED)
+        let batch = sqlx::query(sql::delete_streamed)
             .bind(keep_seconds)
             .bind(slot.as_str())
             .bind(settings.batch_size)
@@ -53,12 +51,12 @@ pub async fn run_logical_retention_pass(
             break;
         }
     }
-    sqlx::query(FORGET_CHECKPOINTS)
+    sqlx::query(sql::forget_checkpoints)
         .bind(keep_seconds)
         .bind(slot.as_str())
         .execute(pool)
         .await?;
-    sqlx::query(TAKE_CHECKPOINT)
+    sqlx::query(sql::take_checkpoint)
         .bind(settings.interval.as_secs_f64())
         .execute(pool)
         .await?;

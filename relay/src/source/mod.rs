@@ -76,11 +76,7 @@ pub trait EventSource: Send + Sync {
 
     /// Record failed attempts under `fence`, like
     /// [`EventSource::mark_published`]. Returns the rows updated.
-    fn record_failures<'a>(
-        &'a self,
-        fence: Fence<'a>,
-        failures: &'a [FailedAttempt],
-    ) -> Written<'a>;
+    fn record_failures<'a>(&'a self, fence: Fence<'a>, failed: &'a [FailedAttempt]) -> Written<'a>;
 
     /// Raise `wakeup` whenever events are committed, until `tasks` is
     /// cancelled, where the database can say so (PostgreSQL's `NOTIFY`).

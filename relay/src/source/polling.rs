@@ -79,16 +79,12 @@ impl<D: Dialect> EventSource for SqlStore<D> {
         })
     }
 
-    fn record_failures<'a>(
-        &'a self,
-        fence: Fence<'a>,
-        failures: &'a [FailedAttempt],
-    ) -> Written<'a> {
+    fn record_failures<'a>(&'a self, fence: Fence<'a>, failed: &'a [FailedAttempt]) -> Written<'a> {
         Box::pin(async move {
             let statement = D::STATEMENTS.record_failure;
             let mut updated = 0;
             let mut transaction = outbox::begin_transaction(self.pool()).await?;
-            for failure in failures {
+            for failure in failed {
                 let values = fenced::<D>(fence)
                     .with(EventId, D::Database::bigint(failure.id))
                     .with(LastError, D::Database::text(&failure.error))

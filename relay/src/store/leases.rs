@@ -8,6 +8,10 @@ use futures::future::BoxFuture;
 use crate::error::Error;
 use crate::event::Lease;
 
+/// What [`LeaseStore::renew_leases`] and [`LeaseStore::acquire_leases`]
+/// answer: the leases now held.
+pub type Leased<'a> = BoxFuture<'a, Result<Vec<Lease>, Error>>;
+
 /// The lease statements. Time is the database's clock (`now()`), never the
 /// relay's, so instances on different hosts agree on lease expiry.
 pub trait LeaseStore: Send + Sync {
@@ -33,17 +37,12 @@ pub trait LeaseStore: Send + Sync {
         relay_id: &'a str,
         leases: &'a [Lease],
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<Vec<Lease>, Error>>;
+    ) -> Leased<'a>;
 
     /// Take up to `limit` partitions whose lease is free or expired, bumping
     /// their tokens; returns the new leases. Concurrent callers never take
     /// the same partition.
-    fn acquire_leases<'a>(
-        &'a self,
-        relay_id: &'a str,
-        limit: i64,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<Vec<Lease>, Error>>;
+    fn acquire_leases<'a>(&'a self, relay_id: &'a str, limit: i64, ttl: Duration) -> Leased<'a>;
 
     /// Give up `leases` (still fenced: a lease already lost is untouched).
     fn release_leases<'a>(

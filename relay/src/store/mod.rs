@@ -45,7 +45,7 @@ mod types;
 
 use std::time::Duration;
 
-pub use leases::LeaseStore;
+pub use leases::{LeaseStore, Leased};
 pub use mysql::MySqlStore;
 pub use operator::OperatorStore;
 pub use postgres::PostgresStore;

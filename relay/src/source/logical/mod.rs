@@ -59,13 +59,15 @@ pub use source::LogicalSource;
 
 use crate::error::Error;
 
-const ENSURE_STREAM_LEASE: &str = include_str!("sql/ensure_stream_lease.sql");
-const CREATE_TABLE_OWNED_INDEX: &str = include_str!("sql/create_table_owned_index.sql");
-const CREATE_TABLE_BLOCKERS_INDEX: &str = include_str!("sql/create_table_blockers_index.sql");
-const INDEX_EXISTS: &str = include_str!("sql/index_exists.sql");
-const CREATE_CHECKPOINTS: &str = include_str!("sql/create_checkpoints.sql");
-const CREATE_SLOT_BACKLOGS: &str = include_str!("sql/create_slot_backlogs.sql");
-const LOCK_TABLE_PREPARATION: &str = include_str!("sql/lock_table_preparation.sql");
+sql_files!(
+    ensure_stream_lease,
+    create_table_owned_index,
+    create_table_blockers_index,
+    index_exists,
+    create_checkpoints,
+    create_slot_backlogs,
+    lock_table_preparation
+);
 
 /// Check that the database can stream, then create what the logical source
 /// needs when it is missing: the publication, the slot (with its backlog:
@@ -90,23 +92,26 @@ pub async fn prepare(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
 /// the catalog.
 pub(crate) async fn prepare_tables(pool: &PgPool) -> Result<(), Error> {
     let mut transaction = pool.begin().await?;
-    sqlx::query(LOCK_TABLE_PREPARATION)
+    sqlx::query(sql::lock_table_preparation)
         .execute(&mut *transaction)
         .await?;
-    sqlx::query(ENSURE_STREAM_LEASE)
+    sqlx::query(sql::ensure_stream_lease)
         .execute(&mut *transaction)
         .await?;
     // CREATE INDEX locks the table against writers before it looks for the
     // index, even with IF NOT EXISTS, and waits for every transaction
     // writing to it: look first.
     for (index, create) in [
-        ("outbox_events_table_owned_idx", CREATE_TABLE_OWNED_INDEX),
+        (
+            "outbox_events_table_owned_idx",
+            sql::create_table_owned_index,
+        ),
         (
             "outbox_events_table_blockers_idx",
-            CREATE_TABLE_BLOCKERS_INDEX,
+            sql::create_table_blockers_index,
         ),
     ] {
-        let exists: bool = sqlx::query_scalar(INDEX_EXISTS)
+        let exists: bool = sqlx::query_scalar(sql::index_exists)
             .bind(index)
             .fetch_one(&mut *transaction)
             .await?;
@@ -114,10 +119,10 @@ pub(crate) async fn prepare_tables(pool: &PgPool) -> Result<(), Error> {
             sqlx::query(create).execute(&mut *transaction).await?;
         }
     }
-    sqlx::query(CREATE_CHECKPOINTS)
+    sqlx::query(sql::create_checkpoints)
         .execute(&mut *transaction)
         .await?;
-    sqlx::query(CREATE_SLOT_BACKLOGS)
+    sqlx::query(sql::create_slot_backlogs)
         .execute(&mut *transaction)
         .await?;
     transaction.commit().await?;

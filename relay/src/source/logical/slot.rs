@@ -7,16 +7,18 @@ use sqlx::{AssertSqlSafe, PgPool, Row};
 use super::slot_backlog::{self, BacklogBound, SlotCreationLock};
 use crate::error::Error;
 
-const WAL_LEVEL: &str = include_str!("sql/wal_level.sql");
-const ROLE_CAN_REPLICATE: &str = include_str!("sql/role_can_replicate.sql");
-const SLOT_PLUGIN: &str = include_str!("sql/slot_plugin.sql");
-const CREATE_SLOT: &str = include_str!("sql/create_slot.sql");
-const PUBLICATION_EXISTS: &str = include_str!("sql/publication_exists.sql");
-const PUBLICATION_STATE: &str = include_str!("sql/publication_state.sql");
-const SLOT_BACKLOGS_TABLE: &str = include_str!("sql/slot_backlogs_table.sql");
-const FORGET_ALL_CHECKPOINTS: &str = include_str!("sql/forget_all_checkpoints.sql");
-const SLOT_STATUS: &str = include_str!("sql/slot_status.sql");
-const RELAY_SLOTS: &str = include_str!("sql/relay_slots.sql");
+sql_files!(
+    wal_level,
+    role_can_replicate,
+    slot_plugin,
+    create_slot,
+    publication_exists,
+    publication_state,
+    slot_backlogs_table,
+    forget_all_checkpoints,
+    slot_status,
+    relay_slots
+);
 
 /// The output plugin the stream decodes.
 pub const OUTPUT_PLUGIN: &str = "pgoutput";
@@ -109,7 +111,7 @@ pub async fn check_prerequisites(pool: &PgPool, slot: &SlotName) -> Result<(), E
         Some(status) if status.is_lost() => Err(lost_slot_error(&status)),
         Some(_) => check_publication(pool, slot).await,
         None => {
-            let publications: i64 = sqlx::query_scalar(PUBLICATION_EXISTS)
+            let publications: i64 = sqlx::query_scalar(sql::publication_exists)
                 .bind(slot.publication())
                 .fetch_one(pool)
                 .await?;
@@ -124,7 +126,7 @@ pub async fn check_prerequisites(pool: &PgPool, slot: &SlotName) -> Result<(), E
 /// Whether `slot`'s backlog is begun and not bound: its creation is under
 /// way, or was interrupted. False before the backlog table exists.
 pub(crate) async fn slot_being_created(pool: &PgPool, slot: &SlotName) -> Result<bool, Error> {
-    let table: Option<String> = sqlx::query_scalar(SLOT_BACKLOGS_TABLE)
+    let table: Option<String> = sqlx::query_scalar(sql::slot_backlogs_table)
         .fetch_one(pool)
         .await?;
     if table.is_none() {
@@ -153,7 +155,7 @@ pub(crate) async fn publication_state(
     pool: &PgPool,
     slot: &SlotName,
 ) -> Result<PublicationState, Error> {
-    let Some(row) = sqlx::query(PUBLICATION_STATE)
+    let Some(row) = sqlx::query(sql::publication_state)
         .bind(slot.publication())
         .fetch_optional(pool)
         .await?
@@ -215,9 +217,9 @@ pub(crate) fn dropped_slot_error(slot: &SlotName) -> Error {
 /// # Errors
 /// [`Error::Logical`], one line naming the setting, attribute or slot.
 pub async fn check_stream_prerequisites(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
-    let wal_level: String = sqlx::query_scalar(WAL_LEVEL).fetch_one(pool).await?;
+    let wal_level: String = sqlx::query_scalar(sql::wal_level).fetch_one(pool).await?;
     check_wal_level(&wal_level)?;
-    let can_replicate: Option<bool> = sqlx::query_scalar(ROLE_CAN_REPLICATE)
+    let can_replicate: Option<bool> = sqlx::query_scalar(sql::role_can_replicate)
         .fetch_optional(pool)
         .await?;
     if can_replicate != Some(true) {
@@ -229,7 +231,7 @@ pub async fn check_stream_prerequisites(pool: &PgPool, slot: &SlotName) -> Resul
              (ALTER ROLE \"{role}\" REPLICATION)"
         )));
     }
-    if let Some(row) = sqlx::query(SLOT_PLUGIN)
+    if let Some(row) = sqlx::query(sql::slot_plugin)
         .bind(slot.as_str())
         .fetch_optional(pool)
         .await?
@@ -346,7 +348,7 @@ async fn ensure_under_lock(
     dropped: DroppedSlot,
 ) -> Result<Option<BacklogBound>, Error> {
     let publication = publication_state(pool, slot).await?;
-    let slot_exists = sqlx::query(SLOT_PLUGIN)
+    let slot_exists = sqlx::query(sql::slot_plugin)
         .bind(slot.as_str())
         .fetch_optional(pool)
         .await?
@@ -386,8 +388,10 @@ async fn ensure_under_lock(
     if !slot_exists {
         // Retention's checkpoints describe a slot that is gone: against
         // the new one each would count as confirmed.
-        sqlx::query(FORGET_ALL_CHECKPOINTS).execute(pool).await?;
-        let lsn: String = sqlx::query_scalar(CREATE_SLOT)
+        sqlx::query(sql::forget_all_checkpoints)
+            .execute(pool)
+            .await?;
+        let lsn: String = sqlx::query_scalar(sql::create_slot)
             .bind(slot.as_str())
             .fetch_one(pool)
             .await?;
@@ -446,7 +450,7 @@ impl SlotStatus {
 /// # Errors
 /// [`Error::Database`] when the statement fails.
 pub async fn slot_status(pool: &PgPool, slot: &SlotName) -> Result<Option<SlotStatus>, Error> {
-    let Some(row) = sqlx::query(SLOT_STATUS)
+    let Some(row) = sqlx::query(sql::slot_status)
         .bind(slot.as_str())
         .fetch_optional(pool)
         .await?
@@ -462,7 +466,7 @@ pub async fn slot_status(pool: &PgPool, slot: &SlotName) -> Result<Option<SlotSt
 /// # Errors
 /// [`Error::Database`] when the statement fails.
 pub async fn relay_slots(pool: &PgPool) -> Result<Vec<SlotStatus>, Error> {
-    let rows = sqlx::query(RELAY_SLOTS).fetch_all(pool).await?;
+    let rows = sqlx::query(sql::relay_slots).fetch_all(pool).await?;
     rows.iter().map(slot_status_from_row).collect()
 }
 

@@ -38,12 +38,14 @@ use super::slot::SlotName;
 use super::table_path::Writer;
 use crate::error::Error;
 
-const LOCK_SLOT_CREATION: &str = include_str!("sql/lock_slot_creation.sql");
-const UNLOCK_SLOT_CREATION: &str = include_str!("sql/unlock_slot_creation.sql");
-const BEGIN_SLOT_BACKLOG: &str = include_str!("sql/begin_slot_backlog.sql");
-const BIND_SLOT_BACKLOG: &str = include_str!("sql/bind_slot_backlog.sql");
-const SLOT_BACKLOG_STATE: &str = include_str!("sql/slot_backlog_state.sql");
-const SLOT_BACKLOGS: &str = include_str!("sql/slot_backlogs.sql");
+sql_files!(
+    lock_slot_creation,
+    unlock_slot_creation,
+    begin_slot_backlog,
+    bind_slot_backlog,
+    slot_backlog_state,
+    slot_backlogs
+);
 const HAND_OVER_SLOT_BACKLOG: &str = concat!(
     include_str!("sql/stream_lease_fence.sql"),
     include_str!("sql/hand_over_slot_backlog.sql")
@@ -73,7 +75,7 @@ impl SlotCreationLock {
     /// Wait for the lock of `slot`.
     pub(super) async fn acquire(pool: &PgPool, slot: &SlotName) -> Result<Self, Error> {
         let mut connection = pool.acquire().await?.detach();
-        sqlx::query(LOCK_SLOT_CREATION)
+        sqlx::query(sql::lock_slot_creation)
             .bind(slot.as_str())
             .execute(&mut connection)
             .await?;
@@ -85,7 +87,7 @@ impl SlotCreationLock {
 
     /// Release the lock and close its connection.
     pub(super) async fn release(mut self) {
-        let unlocked = sqlx::query(UNLOCK_SLOT_CREATION)
+        let unlocked = sqlx::query(sql::unlock_slot_creation)
             .bind(self.slot.as_str())
             .execute(&mut self.connection)
             .await;
@@ -130,7 +132,7 @@ pub(crate) async fn begin(
     slot: &SlotName,
     since: Option<DateTime<Utc>>,
 ) -> Result<(), Error> {
-    sqlx::query(BEGIN_SLOT_BACKLOG)
+    sqlx::query(sql::begin_slot_backlog)
         .bind(slot.as_str())
         .bind(since)
         .execute(pool)
@@ -141,7 +143,7 @@ pub(crate) async fn begin(
 /// Step 3, once the slot exists: the bound of an unbound backlog (`None`
 /// when it was bound already, or there is none).
 pub(crate) async fn bind(pool: &PgPool, slot: &SlotName) -> Result<Option<BacklogBound>, Error> {
-    let row = sqlx::query(BIND_SLOT_BACKLOG)
+    let row = sqlx::query(sql::bind_slot_backlog)
         .bind(slot.as_str())
         .fetch_optional(pool)
         .await?;
@@ -162,7 +164,7 @@ pub(crate) async fn bind(pool: &PgPool, slot: &SlotName) -> Result<Option<Backlo
 
 /// The slot's backlog row, if it has one.
 pub(crate) async fn state(pool: &PgPool, slot: &SlotName) -> Result<Option<BacklogState>, Error> {
-    let Some(row) = sqlx::query(SLOT_BACKLOG_STATE)
+    let Some(row) = sqlx::query(sql::slot_backlog_state)
         .bind(slot.as_str())
         .fetch_optional(pool)
         .await?
@@ -251,7 +253,7 @@ pub struct SlotBacklog {
 /// # Errors
 /// [`Error::Database`] when the statement fails.
 pub async fn slot_backlogs(pool: &PgPool) -> Result<Vec<SlotBacklog>, Error> {
-    let rows = sqlx::query(SLOT_BACKLOGS)
+    let rows = sqlx::query(sql::slot_backlogs)
         .bind(vec![BACKLOG_NOTE.to_owned(), HANDED_OVER_NOTE.to_owned()])
         .fetch_all(pool)
         .await?;

@@ -31,12 +31,14 @@ use crate::event::aggregate_key;
 use crate::event::{ClaimedEvent, FailedAttempt, Lease};
 use crate::event::{Fence, FetchRequest};
 use crate::source::{EventSource, Fetched, Written};
-use crate::store::{LeaseStore, PostgresStore};
+use crate::store::{LeaseStore, Leased, PostgresStore};
 use crate::tasks::Tasks;
 
-const ACQUIRE_STREAM_LEASE: &str = include_str!("sql/acquire_stream_lease.sql");
-const RENEW_STREAM_LEASE: &str = include_str!("sql/renew_stream_lease.sql");
-const RELEASE_STREAM_LEASE: &str = include_str!("sql/release_stream_lease.sql");
+sql_files!(
+    acquire_stream_lease,
+    renew_stream_lease,
+    release_stream_lease
+);
 
 /// The stream running under one lease acquisition.
 struct RunningStream {
@@ -239,7 +241,7 @@ impl LogicalSource {
             .gave_up_at
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(tokio::time::Instant::now());
-        sqlx::query(RELEASE_STREAM_LEASE)
+        sqlx::query(sql::release_stream_lease)
             .bind(relay_id)
             .bind(lease.lease_token)
             .execute(self.pool())
@@ -448,11 +450,7 @@ impl EventSource for LogicalSource {
         })
     }
 
-    fn record_failures<'a>(
-        &'a self,
-        fence: Fence<'a>,
-        failures: &'a [FailedAttempt],
-    ) -> Written<'a> {
+    fn record_failures<'a>(&'a self, fence: Fence<'a>, failed: &'a [FailedAttempt]) -> Written<'a> {
         Box::pin(async move {
             let Some((relay_id, lease_token)) = self.holds_stream(fence.leases) else {
                 return Ok(0);
@@ -463,11 +461,11 @@ impl EventSource for LogicalSource {
             };
             {
                 let mut from_table = self.lock_from_table();
-                for failure in failures {
+                for failure in failed {
                     from_table.remove(&failure.id);
                 }
             }
-            let recorded = table_path::record_failures(self.pool(), writer, failures).await;
+            let recorded = table_path::record_failures(self.pool(), writer, failed).await;
             self.parked.changed();
             let recorded = recorded?;
             // Durably recorded: the stream may move past them.
@@ -520,14 +518,14 @@ impl LeaseStore for LogicalSource {
         relay_id: &'a str,
         leases: &'a [Lease],
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<Vec<Lease>, Error>> {
+    ) -> Leased<'a> {
         Box::pin(async move {
             let mut renewed = Vec::new();
             for lease in leases
                 .iter()
                 .filter(|lease| lease.partition_no == STREAM_PARTITION)
             {
-                let token: Option<i64> = sqlx::query_scalar(RENEW_STREAM_LEASE)
+                let token: Option<i64> = sqlx::query_scalar(sql::renew_stream_lease)
                     .bind(relay_id)
                     .bind(ttl.as_secs_f64())
                     .bind(lease.lease_token)
@@ -545,17 +543,12 @@ impl LeaseStore for LogicalSource {
         })
     }
 
-    fn acquire_leases<'a>(
-        &'a self,
-        relay_id: &'a str,
-        limit: i64,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<Vec<Lease>, Error>> {
+    fn acquire_leases<'a>(&'a self, relay_id: &'a str, limit: i64, ttl: Duration) -> Leased<'a> {
         Box::pin(async move {
             if limit < 1 || self.in_give_up_pause(ttl) {
                 return Ok(Vec::new());
             }
-            let token: Option<i64> = sqlx::query_scalar(ACQUIRE_STREAM_LEASE)
+            let token: Option<i64> = sqlx::query_scalar(sql::acquire_stream_lease)
                 .bind(relay_id)
                 .bind(ttl.as_secs_f64())
                 .fetch_optional(self.pool())
@@ -584,7 +577,7 @@ impl LeaseStore for LogicalSource {
                 .iter()
                 .filter(|lease| lease.partition_no == STREAM_PARTITION)
             {
-                released += sqlx::query(RELEASE_STREAM_LEASE)
+                released += sqlx::query(sql::release_stream_lease)
                     .bind(relay_id)
                     .bind(lease.lease_token)
                     .execute(self.pool())

@@ -36,9 +36,7 @@ const IDLE_WAKEUP_INTERVAL: Duration = Duration::from_secs(1);
 /// The longest pause between two attempts to open the stream.
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
 
-const SLOT_CONFIRMED_POSITION: &str = include_str!("sql/slot_confirmed_position.sql");
-const STREAM_LEASE_HELD: &str = include_str!("sql/stream_lease_held.sql");
-const END_STALE_STREAM: &str = include_str!("sql/end_stale_stream.sql");
+sql_files!(slot_confirmed_position, stream_lease_held, end_stale_stream);
 
 /// The `application_name` of the relays' replication connections: how a
 /// lease holder tells another relay's stale connection on the slot from
@@ -213,14 +211,14 @@ pub(crate) async fn stream_while_leased(
 /// relay's; if so, end any other relay's connection still on the slot (it
 /// lost the lease), so the slot need not wait for its `wal_sender_timeout`.
 async fn claim_slot(pool: &PgPool, slot: &SlotName, lease_token: i64) -> Result<bool, Error> {
-    let held: bool = sqlx::query_scalar(STREAM_LEASE_HELD)
+    let held: bool = sqlx::query_scalar(sql::stream_lease_held)
         .bind(lease_token)
         .fetch_one(pool)
         .await?;
     if !held {
         return Ok(false);
     }
-    let ended: Result<Vec<i32>, sqlx::Error> = sqlx::query_scalar(END_STALE_STREAM)
+    let ended: Result<Vec<i32>, sqlx::Error> = sqlx::query_scalar(sql::end_stale_stream)
         .bind(slot.as_str())
         .bind(lease_token)
         .bind(STREAM_APPLICATION_NAME)
@@ -385,7 +383,7 @@ fn commit_time(micros: i64) -> Option<DateTime<Utc>> {
 
 /// The slot's `confirmed_flush_lsn`.
 async fn confirmed_position(pool: &PgPool, slot: &SlotName) -> Result<u64, Error> {
-    let text: Option<String> = sqlx::query_scalar(SLOT_CONFIRMED_POSITION)
+    let text: Option<String> = sqlx::query_scalar(sql::slot_confirmed_position)
         .bind(slot.as_str())
         .fetch_optional(pool)
         .await?

@@ -25,19 +25,21 @@ use crate::event::AggregateKey;
 use crate::event::{ClaimedEvent, FailedAttempt, FetchLimit};
 use crate::store::rows::claimed_from_row;
 
-const PARKED_AGGREGATES: &str = include_str!("sql/parked_aggregates.sql");
-/// Run before [`PARKED_AGGREGATES`], in its transaction: read the small
+sql_files!(
+    parked_aggregates,
+    fetch_table_owned,
+    mark_table_owned_published
+);
+/// Run before `sql/parked_aggregates.sql`, in its transaction: read the small
 /// partial index, never the table. Without statistics (a table written in
 /// a burst, before autovacuum analyzes it) the planner takes the index for
 /// as large as the table and scans every row instead, on every fetch: 16 ms
 /// at 100,000 rows.
 const PARKED_AGGREGATES_SETTINGS: &str = "SET LOCAL enable_seqscan = off";
-const FETCH_TABLE_OWNED: &str = include_str!("sql/fetch_table_owned.sql");
 const HOLD_EVENTS: &str = concat!(
     include_str!("sql/stream_lease_fence.sql"),
     include_str!("sql/hold_events.sql")
 );
-const MARK_TABLE_OWNED_PUBLISHED: &str = include_str!("sql/mark_table_owned_published.sql");
 const RECORD_FAILURE: &str = concat!(
     include_str!("sql/stream_lease_fence.sql"),
     include_str!("sql/record_failure.sql")
@@ -62,7 +64,7 @@ pub(crate) async fn parked_aggregates(
     sqlx::query(PARKED_AGGREGATES_SETTINGS)
         .execute(&mut *transaction)
         .await?;
-    let rows = sqlx::query(PARKED_AGGREGATES)
+    let rows = sqlx::query(sql::parked_aggregates)
         .bind(hold_dead)
         .fetch_all(&mut *transaction)
         .await?;
@@ -85,7 +87,7 @@ pub(crate) async fn fetch_table_owned(
     limit: FetchLimit,
     exclude: &[i64],
 ) -> Result<Vec<ClaimedEvent>, Error> {
-    let rows = sqlx::query(FETCH_TABLE_OWNED)
+    let rows = sqlx::query(sql::fetch_table_owned)
         .bind(hold_dead)
         .bind(limit.events)
         .bind(exclude.to_vec())
@@ -123,7 +125,7 @@ pub(crate) async fn mark_table_owned_published(
     writer: Writer<'_>,
     ids: &[i64],
 ) -> Result<u64, Error> {
-    let result = sqlx::query(MARK_TABLE_OWNED_PUBLISHED)
+    let result = sqlx::query(sql::mark_table_owned_published)
         .bind(writer.relay_id)
         .bind(writer.lease_token)
         .bind(ids.to_vec())

@@ -12,8 +12,8 @@ use super::{
 };
 use crate::error::Error;
 use crate::event::Lease;
-use crate::store::LeaseStore;
 use crate::store::rows::{StoreRow, lease_from_row, leases_json, map_rows};
+use crate::store::{LeaseStore, Leased};
 
 impl<D: Dialect> LeaseStore for SqlStore<D> {
     fn partition_count(&self) -> BoxFuture<'_, Result<i32, Error>> {
@@ -55,7 +55,7 @@ impl<D: Dialect> LeaseStore for SqlStore<D> {
         relay_id: &'a str,
         leases: &'a [Lease],
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<Vec<Lease>, Error>> {
+    ) -> Leased<'a> {
         Box::pin(async move {
             if leases.is_empty() {
                 return Ok(Vec::new());
@@ -92,12 +92,7 @@ impl<D: Dialect> LeaseStore for SqlStore<D> {
         })
     }
 
-    fn acquire_leases<'a>(
-        &'a self,
-        relay_id: &'a str,
-        limit: i64,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<Vec<Lease>, Error>> {
+    fn acquire_leases<'a>(&'a self, relay_id: &'a str, limit: i64, ttl: Duration) -> Leased<'a> {
         Box::pin(async move {
             if limit <= 0 {
                 return Ok(Vec::new());
