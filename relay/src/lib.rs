@@ -21,17 +21,26 @@
 //! The command line is the binary's (`src/bin/outbox-relay/`).
 
 /// A module `sql` holding the statements of the calling file's `sql/`
-/// folder, one `&str` per file, named after it:
-/// `sql_files!(wal_level, slot_status)` gives `sql::wal_level` from
-/// `sql/wal_level.sql`.
+/// folder, one `&str` per file, named after it: `sql_files!(wal_level)`
+/// gives `sql::wal_level` from `sql/wal_level.sql`, and
+/// `sql_files!(fenced_hold = stream_lease_fence + hold_events)` gives
+/// `sql::fenced_hold`, the two files one after the other.
 macro_rules! sql_files {
-    ($($name:ident),+ $(,)?) => {
+    ($($name:ident $(= $first:ident + $then:ident)?),+ $(,)?) => {
         /// The statements of this folder's `sql/` files, named after them.
         #[allow(non_upper_case_globals)]
         mod sql {
-            $(pub(super) const $name: &str =
-                include_str!(concat!("sql/", stringify!($name), ".sql"));)+
+            $(pub(super) const $name: &str = sql_files!(@text $name $(= $first + $then)?);)+
         }
+    };
+    (@text $name:ident) => {
+        include_str!(concat!("sql/", stringify!($name), ".sql"))
+    };
+    (@text $name:ident = $first:ident + $then:ident) => {
+        concat!(
+            include_str!(concat!("sql/", stringify!($first), ".sql")),
+            include_str!(concat!("sql/", stringify!($then), ".sql"))
+        )
     };
 }
 

@@ -90,19 +90,21 @@ mod tests {
         ClaimedEvent::for_test(id, aggregate_id, topic)
     }
 
+    /// Events `(id, aggregate id)` to the same topic, in this order.
+    fn batch(events: &[(i64, &str)]) -> Vec<ClaimedEvent> {
+        events
+            .iter()
+            .map(|&(id, aggregate_id)| claimed(id, aggregate_id))
+            .collect()
+    }
+
     fn ids(wave: &[ClaimedEvent]) -> Vec<i64> {
         wave.iter().map(|claimed| claimed.event.id).collect()
     }
 
     #[test]
     fn each_wave_holds_one_event_per_aggregate_in_id_order() {
-        let batch = vec![
-            claimed(1, "a"),
-            claimed(2, "b"),
-            claimed(3, "a"),
-            claimed(4, "c"),
-            claimed(5, "a"),
-        ];
+        let batch = batch(&[(1, "a"), (2, "b"), (3, "a"), (4, "c"), (5, "a")]);
         let waves = split_into_waves(batch);
         assert_eq!(
             waves.iter().map(|wave| ids(wave)).collect::<Vec<_>>(),
@@ -119,13 +121,7 @@ mod tests {
 
     #[test]
     fn an_aggregate_s_events_to_one_topic_travel_in_one_wave() {
-        let batch = vec![
-            claimed(1, "a"),
-            claimed(2, "b"),
-            claimed(3, "a"),
-            claimed(4, "a"),
-            claimed(5, "b"),
-        ];
+        let batch = batch(&[(1, "a"), (2, "b"), (3, "a"), (4, "a"), (5, "b")]);
         let waves = split_into_topic_runs(batch);
         assert_eq!(
             waves.iter().map(|wave| ids(wave)).collect::<Vec<_>>(),

@@ -136,11 +136,7 @@ impl LeaseKeeper {
     /// Heartbeat and extend the leases held. Leases the database no longer
     /// grants are dropped and logged.
     pub async fn renew(&self) -> Result<(), Error> {
-        let _membership = self.membership.lock().await;
-        if self.is_standing_by() {
-            return Ok(());
-        }
-        self.within_lease("renewing the leases", self.renew_held())
+        self.as_member("renewing the leases", self.renew_held())
             .await
     }
 
@@ -175,11 +171,7 @@ impl LeaseKeeper {
     /// Acquire or release partitions to reach this relay's fair share.
     /// Call it only between batches.
     pub async fn rebalance(&self) -> Result<(), Error> {
-        let _membership = self.membership.lock().await;
-        if self.is_standing_by() {
-            return Ok(());
-        }
-        self.within_lease("rebalancing the leases", self.rebalance_held())
+        self.as_member("rebalancing the leases", self.rebalance_held())
             .await
     }
 
@@ -266,6 +258,21 @@ impl LeaseKeeper {
     /// session holding the rows, or a connection left inside a
     /// transaction) must not keep the batch loop, which waits on
     /// `membership`, from going on and saying why.
+    /// Run `work` (`what`, for its error) under the membership lock,
+    /// within [`LeaseKeeper::within_lease`]; nothing while this instance
+    /// stands by.
+    async fn as_member(
+        &self,
+        what: &str,
+        work: impl std::future::Future<Output = Result<(), Error>>,
+    ) -> Result<(), Error> {
+        let _membership = self.membership.lock().await;
+        if self.is_standing_by() {
+            return Ok(());
+        }
+        self.within_lease(what, work).await
+    }
+
     async fn within_lease<T>(
         &self,
         what: &str,

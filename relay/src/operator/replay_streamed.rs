@@ -16,13 +16,9 @@ use crate::source::logical::slot::SlotName;
 use crate::store::ReplayWindow;
 use crate::store::rows::{map_rows, outbound_from_row};
 
-const FETCH_REPLAYABLE: &str = concat!(
-    include_str!("sql/usable_checkpoint.sql"),
-    include_str!("sql/fetch_replayable.sql")
-);
-const COUNT_UNCONFIRMED_IN_WINDOW: &str = concat!(
-    include_str!("sql/usable_checkpoint.sql"),
-    include_str!("sql/count_unconfirmed_in_window.sql")
+sql_files!(
+    checkpointed_fetch_replayable = usable_checkpoint + fetch_replayable,
+    checkpointed_count_unconfirmed = usable_checkpoint + count_unconfirmed_in_window
 );
 
 /// The pages of a replay under the logical source: the published rows and
@@ -47,7 +43,7 @@ impl ReplaySource for StreamedReplay<'_> {
         limit: i64,
     ) -> BoxFuture<'b, Result<Vec<OutboundEvent>, Error>> {
         Box::pin(async move {
-            let rows = sqlx::query(FETCH_REPLAYABLE)
+            let rows = sqlx::query(sql::checkpointed_fetch_replayable)
                 .bind(self.slot.as_str())
                 .bind(&window.topic)
                 .bind(window.since)
@@ -72,7 +68,7 @@ pub async fn unconfirmed_in_window(
     slot: &SlotName,
     window: &ReplayWindow,
 ) -> Result<u64, Error> {
-    let count: i64 = sqlx::query_scalar(COUNT_UNCONFIRMED_IN_WINDOW)
+    let count: i64 = sqlx::query_scalar(sql::checkpointed_count_unconfirmed)
         .bind(slot.as_str())
         .bind(&window.topic)
         .bind(window.since)

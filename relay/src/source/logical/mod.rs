@@ -92,12 +92,9 @@ pub async fn prepare(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
 /// the catalog.
 pub(crate) async fn prepare_tables(pool: &PgPool) -> Result<(), Error> {
     let mut transaction = pool.begin().await?;
-    sqlx::query(sql::lock_table_preparation)
-        .execute(&mut *transaction)
-        .await?;
-    sqlx::query(sql::ensure_stream_lease)
-        .execute(&mut *transaction)
-        .await?;
+    for statement in [sql::lock_table_preparation, sql::ensure_stream_lease] {
+        sqlx::query(statement).execute(&mut *transaction).await?;
+    }
     // CREATE INDEX locks the table against writers before it looks for the
     // index, even with IF NOT EXISTS, and waits for every transaction
     // writing to it: look first.
@@ -119,12 +116,9 @@ pub(crate) async fn prepare_tables(pool: &PgPool) -> Result<(), Error> {
             sqlx::query(create).execute(&mut *transaction).await?;
         }
     }
-    sqlx::query(sql::create_checkpoints)
-        .execute(&mut *transaction)
-        .await?;
-    sqlx::query(sql::create_slot_backlogs)
-        .execute(&mut *transaction)
-        .await?;
+    for statement in [sql::create_checkpoints, sql::create_slot_backlogs] {
+        sqlx::query(statement).execute(&mut *transaction).await?;
+    }
     transaction.commit().await?;
     Ok(())
 }

@@ -111,12 +111,12 @@ mod tests {
         store.migrate().await.expect("migrate");
         let pool = store.pool();
         let parked = ParkedAggregates::default();
+        let run = |statement: &'static str| async move {
+            sqlx::query(statement).execute(pool).await.expect(statement);
+        };
 
         assert!(parked.current(pool, true).await.expect("read").is_empty());
-        sqlx::query(WRITE_FAILED_EVENT)
-            .execute(pool)
-            .await
-            .expect("write a failed event");
+        run(WRITE_FAILED_EVENT).await;
         assert!(
             parked.current(pool, true).await.expect("read").is_empty(),
             "an empty set read just now is trusted without a read"
@@ -128,18 +128,12 @@ mod tests {
             "a write of this relay makes the next fetch read the set"
         );
 
-        sqlx::query("DELETE FROM outbox_events")
-            .execute(pool)
-            .await
-            .expect("delete");
+        run("DELETE FROM outbox_events").await;
         assert!(
             parked.current(pool, true).await.expect("read").is_empty(),
             "a set that was not empty is read on every fetch"
         );
-        sqlx::query(WRITE_FAILED_EVENT)
-            .execute(pool)
-            .await
-            .expect("write a failed event");
+        run(WRITE_FAILED_EVENT).await;
         tokio::time::sleep(EMPTY_TRUSTED_FOR).await;
         assert_eq!(
             parked.current(pool, true).await.expect("read").len(),

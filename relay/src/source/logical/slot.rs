@@ -58,6 +58,22 @@ pub(crate) fn drop_publication_statement(publication: &str) -> String {
 pub struct SlotName(String);
 
 impl SlotName {
+    /// The row `statement` returns for this slot (its one parameter), if
+    /// any.
+    ///
+    /// # Errors
+    /// [`Error::Database`] when the statement fails.
+    pub(crate) async fn row(
+        &self,
+        pool: &PgPool,
+        statement: &'static str,
+    ) -> Result<Option<sqlx::postgres::PgRow>, Error> {
+        Ok(sqlx::query(statement)
+            .bind(self.as_str())
+            .fetch_optional(pool)
+            .await?)
+    }
+
     /// Check `name`.
     ///
     /// # Errors
@@ -231,11 +247,7 @@ pub async fn check_stream_prerequisites(pool: &PgPool, slot: &SlotName) -> Resul
              (ALTER ROLE \"{role}\" REPLICATION)"
         )));
     }
-    if let Some(row) = sqlx::query(sql::slot_plugin)
-        .bind(slot.as_str())
-        .fetch_optional(pool)
-        .await?
-    {
+    if let Some(row) = slot.row(pool, sql::slot_plugin).await? {
         let plugin: Option<String> = row.try_get("plugin")?;
         let database: Option<String> = row.try_get("database")?;
         let current: String = row.try_get("current_database")?;
@@ -348,11 +360,7 @@ async fn ensure_under_lock(
     dropped: DroppedSlot,
 ) -> Result<Option<BacklogBound>, Error> {
     let publication = publication_state(pool, slot).await?;
-    let slot_exists = sqlx::query(sql::slot_plugin)
-        .bind(slot.as_str())
-        .fetch_optional(pool)
-        .await?
-        .is_some();
+    let slot_exists = slot.row(pool, sql::slot_plugin).await?.is_some();
     let being_created = slot_being_created(pool, slot).await?;
     let since = match dropped {
         DroppedSlot::Refuse => {
@@ -450,14 +458,10 @@ impl SlotStatus {
 /// # Errors
 /// [`Error::Database`] when the statement fails.
 pub async fn slot_status(pool: &PgPool, slot: &SlotName) -> Result<Option<SlotStatus>, Error> {
-    let Some(row) = sqlx::query(sql::slot_status)
-        .bind(slot.as_str())
-        .fetch_optional(pool)
+    slot.row(pool, sql::slot_status)
         .await?
-    else {
-        return Ok(None);
-    };
-    slot_status_from_row(&row).map(Some)
+        .map(|row| slot_status_from_row(&row))
+        .transpose()
 }
 
 /// Every slot of this database that streams a publication of the same name

@@ -44,11 +44,8 @@ sql_files!(
     begin_slot_backlog,
     bind_slot_backlog,
     slot_backlog_state,
-    slot_backlogs
-);
-const HAND_OVER_SLOT_BACKLOG: &str = concat!(
-    include_str!("sql/stream_lease_fence.sql"),
-    include_str!("sql/hand_over_slot_backlog.sql")
+    slot_backlogs,
+    fenced_hand_over = stream_lease_fence + hand_over_slot_backlog
 );
 
 /// The note the backlog of a new slot carries in `last_error` once handed
@@ -143,11 +140,7 @@ pub(crate) async fn begin(
 /// Step 3, once the slot exists: the bound of an unbound backlog (`None`
 /// when it was bound already, or there is none).
 pub(crate) async fn bind(pool: &PgPool, slot: &SlotName) -> Result<Option<BacklogBound>, Error> {
-    let row = sqlx::query(sql::bind_slot_backlog)
-        .bind(slot.as_str())
-        .fetch_optional(pool)
-        .await?;
-    let Some(row) = row else {
+    let Some(row) = slot.row(pool, sql::bind_slot_backlog).await? else {
         return Ok(None);
     };
     let bound = BacklogBound {
@@ -164,11 +157,7 @@ pub(crate) async fn bind(pool: &PgPool, slot: &SlotName) -> Result<Option<Backlo
 
 /// The slot's backlog row, if it has one.
 pub(crate) async fn state(pool: &PgPool, slot: &SlotName) -> Result<Option<BacklogState>, Error> {
-    let Some(row) = sqlx::query(sql::slot_backlog_state)
-        .bind(slot.as_str())
-        .fetch_optional(pool)
-        .await?
-    else {
+    let Some(row) = slot.row(pool, sql::slot_backlog_state).await? else {
         return Ok(None);
     };
     let bound_id: Option<i64> = row.try_get("bound_id")?;
@@ -206,9 +195,8 @@ pub(crate) async fn hand_over(
 ) -> Result<HandedOver, Error> {
     let mut handed_over: u64 = 0;
     loop {
-        let row = sqlx::query(HAND_OVER_SLOT_BACKLOG)
-            .bind(writer.relay_id)
-            .bind(writer.lease_token)
+        let row = writer
+            .fenced(sql::fenced_hand_over)
             .bind(slot.as_str())
             .bind(HAND_OVER_BATCH)
             .bind(note)

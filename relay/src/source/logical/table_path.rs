@@ -28,7 +28,9 @@ use crate::store::rows::claimed_from_row;
 sql_files!(
     parked_aggregates,
     fetch_table_owned,
-    mark_table_owned_published
+    mark_table_owned_published,
+    fenced_hold_events = stream_lease_fence + hold_events,
+    fenced_record_failure = stream_lease_fence + record_failure
 );
 /// Run before `sql/parked_aggregates.sql`, in its transaction: read the small
 /// partial index, never the table. Without statistics (a table written in
@@ -36,14 +38,6 @@ sql_files!(
 /// as large as the table and scans every row instead, on every fetch: 16 ms
 /// at 100,000 rows.
 const PARKED_AGGREGATES_SETTINGS: &str = "SET LOCAL enable_seqscan = off";
-const HOLD_EVENTS: &str = concat!(
-    include_str!("sql/stream_lease_fence.sql"),
-    include_str!("sql/hold_events.sql")
-);
-const RECORD_FAILURE: &str = concat!(
-    include_str!("sql/stream_lease_fence.sql"),
-    include_str!("sql/record_failure.sql")
-);
 
 /// The note a held event carries in `last_error`.
 pub(crate) const HELD_NOTE: &str = "held behind an earlier failed event of its aggregate";
@@ -54,6 +48,19 @@ pub(crate) struct Writer<'a> {
     pub(crate) relay_id: &'a str,
     pub(crate) lease_token: i64,
 }
+
+impl<'a> Writer<'a> {
+    /// `statement`, fenced by this writer: its first two parameters are
+    /// the relay and the lease token (`sql/stream_lease_fence.sql`).
+    pub(crate) fn fenced(self, statement: &'static str) -> PgQuery<'a> {
+        sqlx::query(statement)
+            .bind(self.relay_id)
+            .bind(self.lease_token)
+    }
+}
+
+/// A statement on PostgreSQL with its parameters bound so far.
+pub(crate) type PgQuery<'a> = sqlx::query::Query<'a, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
 /// The aggregates whose next events must come from the table.
 pub(crate) async fn parked_aggregates(
@@ -107,9 +114,8 @@ pub(crate) async fn hold_events(
     writer: Writer<'_>,
     ids: &[i64],
 ) -> Result<Option<i64>, Error> {
-    let row = sqlx::query(HOLD_EVENTS)
-        .bind(writer.relay_id)
-        .bind(writer.lease_token)
+    let row = writer
+        .fenced(sql::fenced_hold_events)
         .bind(ids.to_vec())
         .bind(HELD_NOTE)
         .fetch_one(pool)
@@ -125,9 +131,8 @@ pub(crate) async fn mark_table_owned_published(
     writer: Writer<'_>,
     ids: &[i64],
 ) -> Result<u64, Error> {
-    let result = sqlx::query(sql::mark_table_owned_published)
-        .bind(writer.relay_id)
-        .bind(writer.lease_token)
+    let result = writer
+        .fenced(sql::mark_table_owned_published)
         .bind(ids.to_vec())
         .execute(pool)
         .await?;
@@ -153,9 +158,8 @@ pub(crate) async fn record_failures(
     let mut transaction = outbox::begin_transaction(pool).await?;
     let mut recorded = RecordedFailures::default();
     for failure in failures {
-        let row = sqlx::query(RECORD_FAILURE)
-            .bind(writer.relay_id)
-            .bind(writer.lease_token)
+        let row = writer
+            .fenced(sql::fenced_record_failure)
             .bind(failure.id)
             .bind(&failure.error)
             .bind(failure.retry_in.map(|delay| delay.as_secs_f64()))

@@ -52,13 +52,6 @@ pub trait SqlDatabase: outbox::Backend<Row: StoreRow, QueryResult: RowsAffected>
         persistent: bool,
     ) -> BoxFuture<'a, Result<Vec<Self::Row>, sqlx::Error>>;
 
-    /// Run `sql` with `arguments` and return its one row.
-    fn fetch_one<'a>(
-        on: On<'a, Self>,
-        sql: &'static str,
-        arguments: Self::Arguments,
-    ) -> BoxFuture<'a, Result<Self::Row, sqlx::Error>>;
-
     /// Run `sql` with `arguments` and return the rows it changed.
     fn execute<'a>(
         on: On<'a, Self>,
@@ -118,18 +111,6 @@ where
         match on {
             On::Pool(pool) => Box::pin(query.fetch_all(pool)),
             On::Transaction(transaction) => Box::pin(query.fetch_all(&mut **transaction)),
-        }
-    }
-
-    fn fetch_one<'a>(
-        on: On<'a, Self>,
-        sql: &'static str,
-        arguments: Self::Arguments,
-    ) -> BoxFuture<'a, Result<Self::Row, sqlx::Error>> {
-        let query = sqlx::query_with(sql, arguments);
-        match on {
-            On::Pool(pool) => Box::pin(query.fetch_one(pool)),
-            On::Transaction(transaction) => Box::pin(query.fetch_one(&mut **transaction)),
         }
     }
 

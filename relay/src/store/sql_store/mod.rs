@@ -245,14 +245,15 @@ async fn fetch_all<DB: SqlDatabase>(
     Ok(DB::fetch_all(on, statement.sql, arguments, true).await?)
 }
 
-/// The one row of `statement` with `values`.
+/// The one row of `statement` with `values` (the first, of a statement
+/// that returns more).
 async fn fetch_one<DB: SqlDatabase>(
     on: On<'_, DB>,
     statement: &Statement,
     values: &Values<DB>,
 ) -> Result<DB::Row, Error> {
-    let arguments = values.arguments(statement)?;
-    Ok(DB::fetch_one(on, statement.sql, arguments).await?)
+    let rows = fetch_all(on, statement, values).await?;
+    Ok(rows.into_iter().next().ok_or(sqlx::Error::RowNotFound)?)
 }
 
 /// Run `statement` with `values`; returns the rows it changed.
