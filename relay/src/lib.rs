@@ -9,8 +9,8 @@
 //! - [`error`], [`tasks`] and [`event`]: the error type, who owns the
 //!   background tasks, and the event model.
 //! - [`store`]: the SQL per backend; [`publish`]: the brokers.
-//! - [`source`]: where events come from (polling, the WAL);
-//!   [`leases`]: which partitions this instance owns.
+//! - [`leases`]: which partitions this instance owns; [`source`]: where
+//!   events come from (polling, the WAL).
 //! - [`batch`]: the batch loop and what it owns, and the Prometheus
 //!   registry it records into.
 //! - [`operator`]: status, dead events, replay, retention, slot commands;

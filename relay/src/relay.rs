@@ -15,10 +15,11 @@ use crate::batch::{DispatchSettings, DispatchTotals, Dispatcher};
 use crate::error::Error;
 use crate::event::Wakeup;
 use crate::leases::LeaseKeeper;
+use crate::leases::LeaseStore;
 use crate::operator::{RetentionSettings, run_retention};
 use crate::publish::Publisher;
 use crate::source::{EventSource, OutboxStore};
-use crate::store::{LeaseStore, OperatorStore};
+use crate::store::OperatorStore;
 use crate::tasks::Tasks;
 
 /// Settings of one relay instance.

@@ -11,8 +11,9 @@ mod support;
 
 use std::time::Duration;
 
+use outbox_relay::leases::LeaseStore;
 use outbox_relay::source::EventSource;
-use outbox_relay::store::{LeaseStore, PostgresStore};
+use outbox_relay::store::PostgresStore;
 use sqlx::postgres::PgListener;
 use support::workload::enqueue_events;
 

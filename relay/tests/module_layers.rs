@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// publishers, then the sources and leases, then the batch loop, then
 /// operator work and HTTP, then the relay's assembly, then configuration.
 const LAYERS: &[&str] = &[
-    "error", "tasks", "event", "store", "publish", "source", "leases", "batch", "operator", "http",
+    "error", "tasks", "event", "store", "publish", "leases", "source", "batch", "operator", "http",
     "relay", "config",
 ];
 

@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use outbox_relay::event::{ClaimedEvent, FailedAttempt};
+use outbox_relay::leases::LeaseStore;
 use outbox_relay::publish::Publisher;
 use outbox_relay::relay_settings;
 use outbox_relay::source::logical::{LogicalSource, SlotName, prepare};
 use outbox_relay::source::{EventSource, OutboxStore};
-use outbox_relay::store::{LeaseStore, PostgresStore};
+use outbox_relay::store::PostgresStore;
 use outbox_relay::{Relay, RelayConfig, Wakeup};
 use outbox_testkit::{ReplicationSlotGuard, unique_slot_name};
 use tokio::sync::Notify;

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use outbox_relay::event::FetchLimit;
+use outbox_relay::leases::LeaseStore;
 use outbox_relay::source::EventSource;
-use outbox_relay::store::{LeaseStore, PostgresStore};
+use outbox_relay::store::PostgresStore;
 
 use crate::Settings;
 use crate::events::enqueue_all;

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use outbox_relay::event::{ClaimedEvent, FailedAttempt, Lease};
+use outbox_relay::leases::{LeaseStore, Leased};
 use outbox_relay::publish::{PublishFailure, Publisher};
 use outbox_relay::source::{EventSource, OutboxStore};
 use outbox_relay::store::{
-    DeadEvent, DeadSelector, LeaseStore, Leased, OperatorStore, OutboxBacklog, OutboxStatus,
-    ReplayWindow,
+    DeadEvent, DeadSelector, OperatorStore, OutboxBacklog, OutboxStatus, ReplayWindow,
 };
 use outbox_relay::{Error, OutboundEvent};
 use uuid::Uuid;

@@ -8,7 +8,7 @@
 //! - `logical/`: committed inserts streamed from PostgreSQL's WAL.
 //!
 //! [`EventSource`] is the batch loop's one dependency on the database for
-//! events; leases come from [`LeaseStore`](crate::store::LeaseStore),
+//! events; leases come from [`LeaseStore`](crate::leases::LeaseStore),
 //! operator reads from [`OperatorStore`](crate::store::OperatorStore).
 //!
 //! Another source plugs into [`Relay`](crate::Relay) with

@@ -12,13 +12,14 @@ use futures::future::BoxFuture;
 use super::{EventSource, Fetched, Written};
 use crate::error::Error;
 use crate::event::{FailedAttempt, Fence, FetchRequest, Wakeup};
+use crate::leases::LeaseStore;
 use crate::store::rows::{claimed_from_row, leases_json};
 use crate::store::sql_store::Param::{
     Dead, EventId, EventIds, LastError, Leases, PartitionCount, RelayId, RetryDelay,
 };
 use crate::store::sql_store::fetch_values::fetch_pending_values;
 use crate::store::sql_store::{On, SqlDatabase, Values, commit, execute, on_either};
-use crate::store::{Dialect, LeaseStore, OperatorStore, SqlStore};
+use crate::store::{Dialect, OperatorStore, SqlStore};
 use crate::tasks::Tasks;
 
 /// Every statement a polling relay runs: what one database gives it.

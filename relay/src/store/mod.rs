@@ -1,11 +1,10 @@
 //! The relay's database side: one store for every SQL backend
 //! (`sql_store/`), a dialect per backend (`postgres.rs`, `mysql.rs`,
 //! `sqlite.rs`, with their SQL in `store/sql/<backend>/`), the row mapping
-//! they share (`rows.rs`), and two traits by who uses them:
-//!
-//! - [`LeaseStore`]: partition leases with fencing tokens, and heartbeats.
-//! - [`OperatorStore`]: status, `/metrics` gauges, dead events, replay
-//!   reads, migrations and retention.
+//! they share (`rows.rs`), and [`OperatorStore`]: status, `/metrics`
+//! gauges, dead events, replay reads, migrations and retention. The
+//! statements of the leases (`crate::leases`) and of the polling source
+//! (`crate::source`) are here too; those modules bind and run them.
 //!
 //! The batch loop's hot path (fetch due events, mark the acknowledged
 //! ones, record failures, watch for commits) is [`SqlStore`]'s too; the
@@ -33,7 +32,6 @@ macro_rules! numbered_statements {
     };
 }
 
-mod leases;
 mod mysql;
 mod operator;
 mod postgres;
@@ -45,7 +43,6 @@ mod types;
 
 use std::time::Duration;
 
-pub use leases::{LeaseStore, Leased};
 pub use mysql::MySqlStore;
 pub use operator::OperatorStore;
 pub use postgres::PostgresStore;

@@ -10,9 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use outbox_relay::leases::LeaseStore;
 use outbox_relay::publish::{PublishFailure, Publisher};
 use outbox_relay::source::{EventSource, OutboxStore};
-use outbox_relay::store::{DeadSelector, LeaseStore, OperatorStore};
+use outbox_relay::store::{DeadSelector, OperatorStore};
 use outbox_relay::{
     DeadLetterConfig, DeadLetterPolicy, DispatchTotals, OutboundEvent, Relay, RelayConfig,
     RetryConfig, Wakeup,

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_relay::event::{ClaimedEvent, FetchLimit, Lease};
+use outbox_relay::leases::LeaseStore;
 use outbox_relay::source::EventSource;
 use outbox_relay::source::logical::{LogicalSource, SlotName, prepare};
 use outbox_relay::store::OperatorStore;
-use outbox_relay::store::{LeaseStore, PostgresStore};
+use outbox_relay::store::PostgresStore;
 use outbox_testkit::{ReplicationSlotGuard, TestDatabase, unique_slot_name};
 
 use outbox_testkit::Collected;

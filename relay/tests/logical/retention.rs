@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use outbox_relay::RetentionSettings;
 use outbox_relay::event::FailedAttempt;
+use outbox_relay::leases::LeaseStore;
 use outbox_relay::operator::run_logical_retention_pass;
 use outbox_relay::source::EventSource;
-use outbox_relay::store::LeaseStore;
 use sqlx::Acquire;
 
 use crate::harness::{LogicalDatabase, WAIT, acquire, fetch_at_least, insert_event};

@@ -5,8 +5,8 @@ use outbox_relay::event::{Fence, FetchRequest};
 use std::time::Duration;
 
 use outbox_relay::event::FetchLimit;
+use outbox_relay::leases::LeaseStore;
 use outbox_relay::source::EventSource;
-use outbox_relay::store::LeaseStore;
 use sqlx::Acquire;
 
 use crate::harness::{LogicalDatabase, WAIT, acquire, fetch_at_least, insert_event};

@@ -30,8 +30,9 @@ use crate::event::Wakeup;
 use crate::event::aggregate_key;
 use crate::event::{ClaimedEvent, FailedAttempt, Lease};
 use crate::event::{Fence, FetchRequest};
+use crate::leases::{LeaseStore, Leased};
 use crate::source::{EventSource, Fetched, Written};
-use crate::store::{LeaseStore, Leased, PostgresStore};
+use crate::store::PostgresStore;
 use crate::tasks::Tasks;
 
 sql_files!(

@@ -17,7 +17,6 @@ mod binds;
 mod database;
 mod explain;
 pub(crate) mod fetch_values;
-mod leases;
 mod numbered;
 mod operator;
 mod statements;
@@ -187,7 +186,7 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     /// Statements run on any connection of the pool.
-    fn on_pool(&self) -> On<'_, D::Database> {
+    pub(crate) fn on_pool(&self) -> On<'_, D::Database> {
         On::Pool(&self.pool)
     }
 
@@ -236,7 +235,7 @@ pub(crate) async fn commit<DB: Database>(
 }
 
 /// Every row of `statement` with `values`.
-async fn fetch_all<DB: SqlDatabase>(
+pub(crate) async fn fetch_all<DB: SqlDatabase>(
     on: On<'_, DB>,
     statement: &Statement,
     values: &Values<DB>,
@@ -247,7 +246,7 @@ async fn fetch_all<DB: SqlDatabase>(
 
 /// The one row of `statement` with `values` (the first, of a statement
 /// that returns more).
-async fn fetch_one<DB: SqlDatabase>(
+pub(crate) async fn fetch_one<DB: SqlDatabase>(
     on: On<'_, DB>,
     statement: &Statement,
     values: &Values<DB>,

@@ -13,12 +13,13 @@ use outbox_relay::config::{RelayConfig, relay_settings};
 use outbox_relay::error::Error;
 use outbox_relay::event::Wakeup;
 use outbox_relay::http::{HttpEndpoint, HttpState};
+use outbox_relay::leases::LeaseStore;
 use outbox_relay::operator::{BacklogSource, TableBacklog};
 use outbox_relay::publish::Publisher;
 use outbox_relay::source::logical;
 use outbox_relay::source::logical::{LogicalSource, SlotName};
 use outbox_relay::source::{EventSource, OutboxStore};
-use outbox_relay::store::{Connections, LeaseStore, OperatorStore, PostgresStore};
+use outbox_relay::store::{Connections, OperatorStore, PostgresStore};
 use outbox_relay::tasks::Tasks;
 use outbox_relay::{Relay, RetentionSettings};
 

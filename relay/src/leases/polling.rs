@@ -1,4 +1,4 @@
-//! [`LeaseStore`] for [`SqlStore`]: leases are renewed and taken by one
+//! [`LeaseStore`] for the polling stores ([`SqlStore`]): leases are renewed and taken by one
 //! `UPDATE ... RETURNING`, or by an update and a select in a transaction
 //! where the database has no `RETURNING` ([`LeaseStatements`]).
 
@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::Param::{Leases, Limit, Partitions, RelayId, TimeToLive};
-use super::{
-    Dialect, LeaseStatements, On, SqlDatabase, SqlStore, Values, execute, fetch_all, fetch_one,
-};
+use super::{LeaseStore, Leased};
 use crate::error::Error;
 use crate::event::Lease;
 use crate::store::rows::{StoreRow, lease_from_row, leases_json, map_rows};
-use crate::store::{LeaseStore, Leased};
+use crate::store::sql_store::Param::{Leases, Limit, Partitions, RelayId, TimeToLive};
+use crate::store::sql_store::{
+    Dialect, LeaseStatements, On, SqlDatabase, SqlStore, Values, execute, fetch_all, fetch_one,
+};
 
 impl<D: Dialect> LeaseStore for SqlStore<D> {
     fn partition_count(&self) -> BoxFuture<'_, Result<i32, Error>> {
@@ -75,7 +75,7 @@ impl<D: Dialect> LeaseStore for SqlStore<D> {
                     let partitions: Vec<i32> =
                         leases.iter().map(|lease| lease.partition_no).collect();
                     let values = values.with(Partitions, D::partition_list(&partitions));
-                    let mut transaction = outbox::begin_transaction(&self.pool).await?;
+                    let mut transaction = outbox::begin_transaction(self.pool()).await?;
                     execute(On::Transaction(&mut transaction), &renew, &values).await?;
                     let rows =
                         fetch_all(On::Transaction(&mut transaction), &select_held, &values).await?;
@@ -112,7 +112,7 @@ impl<D: Dialect> LeaseStore for SqlStore<D> {
                     select_held,
                     ..
                 } => {
-                    let mut transaction = outbox::begin_transaction(&self.pool).await?;
+                    let mut transaction = outbox::begin_transaction(self.pool()).await?;
                     let rows =
                         fetch_all(On::Transaction(&mut transaction), &lock_free, &values).await?;
                     let locked = map_rows(&rows, |row| row.int(0))?;
