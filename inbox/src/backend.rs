@@ -6,15 +6,11 @@ use std::time::Duration;
 
 use sqlx::{MySql, MySqlConnection, PgConnection, Pool, Postgres, Sqlite, SqliteConnection};
 
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for sqlx::Postgres {}
-    impl Sealed for sqlx::MySql {}
-    impl Sealed for sqlx::Sqlite {}
-}
-
 /// A database the inbox runs on: PostgreSQL, MySQL / MariaDB or SQLite.
-pub trait InboxBackend: outbox::Backend + sealed::Sealed {
+///
+/// Sealed through [`outbox::Backend`]: only the three databases implement
+/// that sealed trait, and this crate implements `InboxBackend` for each.
+pub trait InboxBackend: outbox::Backend {
     /// Insert `(consumer, event_id)` unless present; `true` when inserted.
     #[doc(hidden)]
     fn record_message<'c>(

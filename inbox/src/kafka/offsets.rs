@@ -124,23 +124,51 @@ mod tests {
         ("orders".to_owned(), number)
     }
 
+    /// A fresh [`Offsets`] that received `offsets` of `partition`, and the
+    /// generation they were received in.
+    fn receive(partition: TopicPartition, offsets: &[i64]) -> (Offsets, u64) {
+        let mut received = Offsets::default();
+        let generations: Vec<u64> = offsets
+            .iter()
+            .map(|offset| received.received(partition.clone(), *offset))
+            .collect();
+        (received, generations[0])
+    }
+
+    /// Finish each `(offset, generation, position)` step's offset of
+    /// `partition` in turn; after each, `position` is what is committable.
+    fn assert_positions(
+        offsets: &mut Offsets,
+        partition: TopicPartition,
+        steps: &[(i64, u64, i64)],
+    ) {
+        for &(offset, generation, position) in steps {
+            offsets.finished(partition.clone(), offset, generation);
+            assert_eq!(
+                offsets.committable(false),
+                vec![(partition.clone(), position)],
+                "after finishing offset {offset} of generation {generation}"
+            );
+        }
+    }
+
     #[test]
     fn commits_up_to_the_lowest_unfinished_offset() {
-        let mut offsets = Offsets::default();
-        let generation = offsets.received(partition(0), 10);
-        offsets.received(partition(0), 11);
-        offsets.received(partition(0), 12);
-        offsets.finished(partition(0), 11, generation);
-        offsets.finished(partition(0), 12, generation);
-        assert_eq!(offsets.committable(false), vec![(partition(0), 10)]);
-        offsets.finished(partition(0), 10, generation);
-        assert_eq!(offsets.committable(false), vec![(partition(0), 13)]);
+        let (mut offsets, generation) = receive(partition(0), &[10, 11, 12]);
+        assert_positions(
+            &mut offsets,
+            partition(0),
+            &[
+                (11, generation, 10),
+                (12, generation, 10),
+                (10, generation, 13),
+            ],
+        );
     }
 
     #[test]
     fn commits_only_what_moved_unless_asked_for_all() {
-        let mut offsets = Offsets::default();
-        let generation = offsets.received(partition(0), 0);
+        let (mut offsets, generation) = receive(partition(0), &[0]);
         offsets.finished(partition(0), 0, generation);
         let positions = offsets.committable(false);
         offsets.mark_committed(&positions);
@@ -150,25 +178,20 @@ mod tests {
 
     #[test]
     fn a_revoked_partition_ignores_messages_of_its_old_assignment() {
-        let mut offsets = Offsets::default();
-        let old = offsets.received(partition(1), 5);
+        let (mut offsets, old) = receive(partition(1), &[5]);
         assert_eq!(offsets.revoke(&[partition(1)]), vec![(partition(1), 5)]);
         let new = offsets.received(partition(1), 5);
         assert_ne!(old, new);
-        offsets.finished(partition(1), 5, old);
-        assert_eq!(offsets.committable(false), vec![(partition(1), 5)]);
-        offsets.finished(partition(1), 5, new);
-        assert_eq!(offsets.committable(false), vec![(partition(1), 6)]);
+        assert_positions(&mut offsets, partition(1), &[(5, old, 5), (5, new, 6)]);
     }
 
     #[test]
     fn a_redelivered_offset_is_finished_once_per_delivery() {
-        let mut offsets = Offsets::default();
-        let generation = offsets.received(partition(0), 3);
-        offsets.received(partition(0), 3);
-        offsets.finished(partition(0), 3, generation);
-        assert_eq!(offsets.committable(false), vec![(partition(0), 3)]);
-        offsets.finished(partition(0), 3, generation);
-        assert_eq!(offsets.committable(false), vec![(partition(0), 4)]);
+        let (mut offsets, generation) = receive(partition(0), &[3, 3]);
+        assert_positions(
+            &mut offsets,
+            partition(0),
+            &[(3, generation, 3), (3, generation, 4)],
+        );
     }
 }
