@@ -1,6 +1,8 @@
 //! Sizes as the configuration writes them: `"32MiB"`, `"512KiB"`, or a
 //! whole number of bytes.
 
+use super::duration::split_digits;
+
 /// Units a size may carry, with their factor. Decimal units (`KB`, `MB`,
 /// `GB`) are powers of 1000, binary ones (`KiB`, `MiB`, `GiB`) of 1024.
 const UNITS: &[(&str, u64)] = &[
@@ -34,18 +36,15 @@ const UNITS: &[(&str, u64)] = &[
 pub fn parse_byte_size(text: &str) -> Result<u64, String> {
     const NAMES: &str = "units: B, KB, MB, GB, KiB, MiB, GiB";
     let trimmed = text.trim();
-    let digits_end = trimmed
-        .find(|character: char| !character.is_ascii_digit())
-        .unwrap_or(trimmed.len());
-    if digits_end == 0 {
+    let Some((digits, after_number)) = split_digits(trimmed) else {
         return Err(format!(
             "\"{trimmed}\" is not a size; write a whole number and a unit, e.g. \"32MiB\" ({NAMES})"
         ));
-    }
-    let number: u64 = trimmed[..digits_end]
+    };
+    let number: u64 = digits
         .parse()
         .map_err(|_| format!("\"{trimmed}\" is too large a size"))?;
-    let unit = trimmed[digits_end..].trim_start();
+    let unit = after_number.trim_start();
     let factor = if unit.is_empty() {
         1
     } else {

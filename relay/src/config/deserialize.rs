@@ -27,21 +27,10 @@ impl<'de> Deserialize<'de> for RoutingKey {
 
 /// A duration string, through [`parse_duration`].
 pub(super) fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-    struct DurationVisitor;
-
-    impl Visitor<'_> for DurationVisitor {
-        type Value = Duration;
-
-        fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-            formatter.write_str("a duration string such as \"30s\" (units: ms, s, m, h, d)")
-        }
-
-        fn visit_str<E: de::Error>(self, text: &str) -> Result<Duration, E> {
-            parse_duration(text).map_err(E::custom)
-        }
-    }
-
-    deserializer.deserialize_str(DurationVisitor)
+    deserializer.deserialize_str(ParsedStr {
+        expecting: "a duration string such as \"30s\" (units: ms, s, m, h, d)",
+        parse: parse_duration,
+    })
 }
 
 /// A size: a whole number of bytes, or a string through
@@ -86,26 +75,36 @@ pub(super) fn optional_duration<'de, D: Deserializer<'de>>(
 pub(super) fn socket_addr<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<SocketAddr, D::Error> {
-    struct SocketAddrVisitor;
-
-    impl Visitor<'_> for SocketAddrVisitor {
-        type Value = SocketAddr;
-
-        fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-            formatter.write_str("an address string such as \"127.0.0.1:9090\"")
-        }
-
-        fn visit_str<E: de::Error>(self, text: &str) -> Result<SocketAddr, E> {
+    deserializer.deserialize_str(ParsedStr {
+        expecting: "an address string such as \"127.0.0.1:9090\"",
+        parse: |text| {
             text.parse().map_err(|_| {
-                E::custom(format!(
+                format!(
                     "\"{text}\" is not an IP address and port; write e.g. \"127.0.0.1:9090\", \
                      \"0.0.0.0:9090\" or \"[::1]:9090\" (host names are not resolved)"
-                ))
+                )
             })
-        }
+        },
+    })
+}
+
+/// A string field read by `parse`, whose error is the reason given.
+struct ParsedStr<T> {
+    /// What the field takes, for serde's "expected ..." message.
+    expecting: &'static str,
+    parse: fn(&str) -> Result<T, String>,
+}
+
+impl<T> Visitor<'_> for ParsedStr<T> {
+    type Value = T;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.expecting)
     }
 
-    deserializer.deserialize_str(SocketAddrVisitor)
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<T, E> {
+        (self.parse)(text).map_err(E::custom)
+    }
 }
 
 /// `[kafka.options]`: every value turned into the text librdkafka takes.

@@ -24,17 +24,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let mut total_millis: u64 = 0;
     let mut rest = trimmed;
     while !rest.is_empty() {
-        let digits_end = rest
-            .find(|character: char| !character.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if digits_end == 0 {
+        let Some((digits, after_number)) = split_digits(rest) else {
             return Err(format!(
                 "\"{trimmed}\" is not a duration; write a whole number and a unit, e.g. \"30s\" ({UNITS})"
             ));
-        }
+        };
         let too_long = || format!("\"{trimmed}\" is too long a duration");
-        let number: u64 = rest[..digits_end].parse().map_err(|_| too_long())?;
-        let after_number = rest[digits_end..].trim_start();
+        let number: u64 = digits.parse().map_err(|_| too_long())?;
+        let after_number = after_number.trim_start();
         let unit_end = after_number
             .find(|character: char| character.is_ascii_digit() || character.is_whitespace())
             .unwrap_or(after_number.len());
@@ -68,6 +65,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         rest = after_number[unit_end..].trim_start();
     }
     Ok(Duration::from_millis(total_millis))
+}
+
+/// `text` cut after its leading ASCII digits, the number of a size or of
+/// a duration: `None` when it does not start with a digit.
+pub(super) fn split_digits(text: &str) -> Option<(&str, &str)> {
+    let digits_end = text
+        .find(|character: char| !character.is_ascii_digit())
+        .unwrap_or(text.len());
+    (digits_end > 0).then(|| text.split_at(digits_end))
 }
 
 /// A duration in the largest unit that shows it exactly, e.g. `15s`.

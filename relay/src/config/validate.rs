@@ -56,18 +56,11 @@ impl RelayConfig {
             .related_to(&["lease_duration"]));
         }
         check_positive(&["poll_interval_min"], self.poll_interval_min)?;
-        if self.poll_interval_min > self.poll_interval_max {
-            return Err(Problem::new(
-                &["poll_interval_max"],
-                format!(
-                    "{} is less than poll_interval_min ({}); the idle poll backs off from \
-                     poll_interval_min up to poll_interval_max",
-                    format_duration(self.poll_interval_max),
-                    format_duration(self.poll_interval_min)
-                ),
-            )
-            .related_to(&["poll_interval_min"]));
-        }
+        check_not_below(
+            (&["poll_interval_min"], self.poll_interval_min),
+            (&["poll_interval_max"], self.poll_interval_max),
+            "the idle poll backs off from poll_interval_min up to poll_interval_max",
+        )?;
         check_positive(&["shutdown_timeout"], self.shutdown_timeout)?;
         if let Err(error) = crate::source::logical::SlotName::parse(&self.slot) {
             return Err(Problem::new(&["slot"], error.to_string()));
@@ -98,18 +91,11 @@ impl RelayConfig {
     fn check_retry(&self) -> Result<(), Problem> {
         let retry = &self.retry;
         check_positive(&["retry", "base_delay"], retry.base_delay)?;
-        if retry.max_delay < retry.base_delay {
-            return Err(Problem::new(
-                &["retry", "max_delay"],
-                format!(
-                    "{} is less than retry.base_delay ({}); the backoff grows from base_delay \
-                     up to max_delay",
-                    format_duration(retry.max_delay),
-                    format_duration(retry.base_delay)
-                ),
-            )
-            .related_to(&["retry", "base_delay"]));
-        }
+        check_not_below(
+            (&["retry", "base_delay"], retry.base_delay),
+            (&["retry", "max_delay"], retry.max_delay),
+            "the backoff grows from base_delay up to max_delay",
+        )?;
         if retry.max_attempts == 0 {
             return Err(Problem::new(
                 &["retry", "max_attempts"],
@@ -131,36 +117,24 @@ impl RelayConfig {
 
     fn check_kafka(&self) -> Result<(), Problem> {
         let kafka = &self.kafka;
-        check_positive(&["kafka", "message_timeout"], kafka.message_timeout)?;
-        if kafka.message_timeout >= self.publish_timeout {
-            return Err(Problem::new(
-                &["kafka", "message_timeout"],
-                format!(
-                    "{} must be less than publish_timeout ({}), so that the producer reports a \
-                     failed delivery before the batch stops waiting for it",
-                    format_duration(kafka.message_timeout),
-                    format_duration(self.publish_timeout)
-                ),
-            )
-            .related_to(&["publish_timeout"]));
-        }
-        if kafka.new_topic_partitions < 1 {
-            return Err(Problem::new(
-                &["kafka", "new_topic_partitions"],
-                format!(
-                    "{} is out of range; use at least 1",
-                    kafka.new_topic_partitions
-                ),
-            ));
-        }
-        if kafka.new_topic_replication_factor < 1 {
-            return Err(Problem::new(
-                &["kafka", "new_topic_replication_factor"],
-                format!(
-                    "{} is out of range; use at least 1",
-                    kafka.new_topic_replication_factor
-                ),
-            ));
+        self.check_client_timeout(
+            &["kafka", "message_timeout"],
+            kafka.message_timeout,
+            "the producer reports a failed delivery",
+        )?;
+        for (name, value) in [
+            ("new_topic_partitions", kafka.new_topic_partitions),
+            (
+                "new_topic_replication_factor",
+                kafka.new_topic_replication_factor,
+            ),
+        ] {
+            if value < 1 {
+                return Err(Problem::new(
+                    &["kafka", name],
+                    format!("{value} is out of range; use at least 1"),
+                ));
+            }
         }
         for (name, value) in &kafka.options {
             check_kafka_option(name, value)?;
@@ -171,14 +145,30 @@ impl RelayConfig {
     fn check_amqp(&self) -> Result<(), Problem> {
         let amqp = &self.amqp;
         check_positive(&["amqp", "connect_timeout"], amqp.connect_timeout)?;
-        check_positive(&["amqp", "confirm_timeout"], amqp.confirm_timeout)?;
-        if amqp.confirm_timeout >= self.publish_timeout {
+        self.check_client_timeout(
+            &["amqp", "confirm_timeout"],
+            amqp.confirm_timeout,
+            "a missing confirm is reported",
+        )
+    }
+
+    /// A broker client's own timeout: more than zero and less than
+    /// `publish_timeout`, so that `what_happens` before the batch stops
+    /// waiting for it.
+    fn check_client_timeout(
+        &self,
+        field: &[&str],
+        timeout: Duration,
+        what_happens: &str,
+    ) -> Result<(), Problem> {
+        check_positive(field, timeout)?;
+        if timeout >= self.publish_timeout {
             return Err(Problem::new(
-                &["amqp", "confirm_timeout"],
+                field,
                 format!(
-                    "{} must be less than publish_timeout ({}), so that a missing confirm is \
-                     reported before the batch stops waiting for it",
-                    format_duration(amqp.confirm_timeout),
+                    "{} must be less than publish_timeout ({}), so that {what_happens} before \
+                     the batch stops waiting for it",
+                    format_duration(timeout),
                     format_duration(self.publish_timeout)
                 ),
             )
@@ -227,6 +217,28 @@ fn check_kafka_option(name: &str, value: &str) -> Result<(), Problem> {
 fn check_positive(field: &[&str], value: Duration) -> Result<(), Problem> {
     if value.is_zero() {
         return Err(Problem::new(field, "must be more than 0s".to_owned()));
+    }
+    Ok(())
+}
+
+/// The upper end of a range of durations, which must not be less than
+/// the lower end; `range` says what the range is for.
+fn check_not_below(
+    (lower_field, lower): (&[&str], Duration),
+    (upper_field, upper): (&[&str], Duration),
+    range: &str,
+) -> Result<(), Problem> {
+    if upper < lower {
+        return Err(Problem::new(
+            upper_field,
+            format!(
+                "{} is less than {} ({}); {range}",
+                format_duration(upper),
+                lower_field.join("."),
+                format_duration(lower)
+            ),
+        )
+        .related_to(lower_field));
     }
     Ok(())
 }
