@@ -5,8 +5,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::config::database_url::{UrlParts, parse_port, split_host_port};
+use crate::config::database_url::{UrlParts, parse_port, resolve_url, split_host_port};
 use crate::error::Error;
+use crate::publish::has_name_characters_only;
 use outbox::mask_password;
 
 /// The broker the relay publishes to when neither `--broker` nor the
@@ -124,15 +125,13 @@ pub fn resolve_broker_url(
     flag: Option<&str>,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<BrokerUrl, Error> {
-    if let Some(flag_value) = flag {
-        return BrokerUrl::parse(flag_value).map_err(|error| error.with_source("--broker"));
-    }
-    if let Some(value) = env(BROKER_VARIABLE).filter(|value| !value.trim().is_empty()) {
-        return BrokerUrl::parse(&value).map_err(|error| {
-            error.with_source(&format!("environment variable {BROKER_VARIABLE}"))
-        });
-    }
-    BrokerUrl::parse(DEFAULT_BROKER)
+    resolve_url(
+        flag.map(|value| ("--broker", value)),
+        &[BROKER_VARIABLE],
+        DEFAULT_BROKER,
+        env,
+        BrokerUrl::parse,
+    )
 }
 
 fn parse_broker(input: &str) -> Result<BrokerUrl, String> {
@@ -267,10 +266,7 @@ fn check_host(host: &str) -> Result<(), String> {
             .map(drop)
             .map_err(|_| format!("`{host}` is not an IPv6 address"));
     }
-    let valid = host
-        .bytes()
-        .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_'));
-    if valid {
+    if has_name_characters_only(host) {
         Ok(())
     } else {
         Err(format!(

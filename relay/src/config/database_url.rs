@@ -125,16 +125,36 @@ pub fn resolve_database_url(
     flag: Option<&str>,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<DatabaseUrl, Error> {
-    if let Some(flag_value) = flag {
-        return DatabaseUrl::parse(flag_value).map_err(|error| error.with_source("--database-url"));
+    resolve_url(
+        flag.map(|value| ("--database-url", value)),
+        &DATABASE_URL_VARIABLES,
+        DEFAULT_DATABASE_URL,
+        env,
+        DatabaseUrl::parse,
+    )
+}
+
+/// Picks a URL and parses it with `parse`: the flag's value if given (the
+/// flag named with it), else the first of the environment `variables` set
+/// and not blank, else `default`. An error names the flag or variable the
+/// value came from.
+pub(crate) fn resolve_url<T>(
+    flag: Option<(&str, &str)>,
+    variables: &[&str],
+    default: &str,
+    env: impl Fn(&str) -> Option<String>,
+    parse: fn(&str) -> Result<T, Error>,
+) -> Result<T, Error> {
+    if let Some((flag_name, flag_value)) = flag {
+        return parse(flag_value).map_err(|error| error.with_source(flag_name));
     }
-    for variable in DATABASE_URL_VARIABLES {
+    for variable in variables {
         if let Some(value) = env(variable).filter(|value| !value.trim().is_empty()) {
-            return DatabaseUrl::parse(&value)
+            return parse(&value)
                 .map_err(|error| error.with_source(&format!("environment variable {variable}")));
         }
     }
-    DatabaseUrl::parse(DEFAULT_DATABASE_URL)
+    parse(default)
 }
 
 fn parse_database_url(input: &str) -> Result<DatabaseUrl, String> {

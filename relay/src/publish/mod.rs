@@ -188,3 +188,11 @@ pub trait Publisher: Send + Sync {
         0
     }
 }
+
+/// Whether `name` is made of ASCII letters, digits, `.`, `_` and `-` only:
+/// the characters of a Kafka topic name, and those the relay accepts in a
+/// broker's host name.
+pub(crate) fn has_name_characters_only(name: &str) -> bool {
+    name.bytes()
+        .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'))
+}

@@ -12,7 +12,7 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::Producer;
 
 use super::KafkaPublisher;
-use crate::publish::PublishFailure;
+use crate::publish::{PublishFailure, has_name_characters_only};
 
 impl KafkaPublisher {
     /// Look up (or create) every topic of `topics` not known to exist yet.
@@ -173,9 +173,7 @@ pub(super) fn check_topic_name(topic: &str) -> Result<(), String> {
         && topic.len() <= 249
         && topic != "."
         && topic != ".."
-        && topic
-            .bytes()
-            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'));
+        && has_name_characters_only(topic);
     if valid {
         Ok(())
     } else {
