@@ -162,3 +162,41 @@ pub fn confirmed(
         None => Ok(()),
     }
 }
+
+/// Implements [`Debug`](std::fmt::Debug) for the settings of a RabbitMQ
+/// client, a struct with a `url` field, as `#[derive(Debug)]` would but
+/// with the URL's password masked ([`mask_password`](crate::mask_password)),
+/// so that `{:?}` is safe to log. Name every other field, in the order to
+/// show them after `url`: a field left out does not compile.
+///
+/// ```
+/// pub struct Settings {
+///     pub url: String,
+///     pub queue: String,
+/// }
+/// outbox::debug_masking_url!(Settings { queue });
+///
+/// let settings = Settings {
+///     url: "amqp://guest:secret@localhost/%2f".to_owned(),
+///     queue: "orders".to_owned(),
+/// };
+/// assert_eq!(
+///     format!("{settings:?}"),
+///     r#"Settings { url: "amqp://guest:***@localhost/%2f", queue: "orders" }"#
+/// );
+/// ```
+#[macro_export]
+macro_rules! debug_masking_url {
+    ($settings:ident { $($field:ident),+ $(,)? }) => {
+        impl ::std::fmt::Debug for $settings {
+            fn fmt(&self, formatter: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                let $settings { url, $($field),+ } = self;
+                formatter
+                    .debug_struct(::std::stringify!($settings))
+                    .field("url", &$crate::mask_password(url))
+                    $(.field(::std::stringify!($field), $field))+
+                    .finish()
+            }
+        }
+    };
+}

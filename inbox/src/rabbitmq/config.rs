@@ -118,22 +118,16 @@ impl RabbitMqConsumerConfig {
     }
 }
 
-impl std::fmt::Debug for RabbitMqConsumerConfig {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("RabbitMqConsumerConfig")
-            .field("url", &mask_password(&self.url))
-            .field("queue", &self.queue)
-            .field("prefetch", &self.prefetch)
-            .field("max_attempts", &self.max_attempts)
-            .field("retry_base_delay", &self.retry_base_delay)
-            .field("retry_max_delay", &self.retry_max_delay)
-            .field("dead_letter_exchange", &self.dead_letter_exchange)
-            .field("prune", &self.prune)
-            .field("connect_timeout", &self.connect_timeout)
-            .finish()
-    }
-}
+outbox::debug_masking_url!(RabbitMqConsumerConfig {
+    queue,
+    prefetch,
+    max_attempts,
+    retry_base_delay,
+    retry_max_delay,
+    dead_letter_exchange,
+    prune,
+    connect_timeout,
+});
 
 #[cfg(test)]
 mod tests {

@@ -79,18 +79,12 @@ impl RabbitMqPublisherConfig {
     }
 }
 
-impl std::fmt::Debug for RabbitMqPublisherConfig {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("RabbitMqPublisherConfig")
-            .field("url", &mask_password(&self.url))
-            .field("routing_keys", &self.routing_keys)
-            .field("default_routing_key", &self.default_routing_key)
-            .field("confirm_timeout", &self.confirm_timeout)
-            .field("connect_timeout", &self.connect_timeout)
-            .finish()
-    }
-}
+outbox::debug_masking_url!(RabbitMqPublisherConfig {
+    routing_keys,
+    default_routing_key,
+    confirm_timeout,
+    connect_timeout,
+});
 
 /// An AMQP routing key setting. Written in TOML as a string: `"event_type"`
 /// or any fixed key.
