@@ -56,7 +56,10 @@ pub struct KafkaConsumerConfig {
     /// `session.timeout.ms`, `auto.offset.reset`, ...) for the consumer, the
     /// dead-letter producer and the admin client, applied after the
     /// consumer's own settings. `enable.auto.commit` and
-    /// `enable.auto.offset.store` stay off whatever is given here.
+    /// `enable.auto.offset.store` stay off whatever is given here, and an
+    /// option that would weaken the dead-letter producer (`acks` other than
+    /// `all`, `enable.idempotence` off, the `random` partitioner) is
+    /// refused.
     pub client_options: BTreeMap<String, String>,
     /// Pruning of the inbox rows, done by a background task of the consumer.
     pub prune: PruneSettings,
@@ -124,6 +127,12 @@ impl KafkaConsumerConfig {
         }
         if self.prune.interval.is_zero() {
             return Err(config_error("prune.interval", "must be more than zero"));
+        }
+        // The dead-letter producer gets every option a consumer does not
+        // understand: none may weaken what a dead letter is promised.
+        for (key, value) in &self.client_options {
+            outbox::broker::kafka::check_client_option(key, value, "the dead-letter producer")
+                .map_err(|reason| config_error(&format!("client_options.{key}"), &reason))?;
         }
         Ok(())
     }
@@ -283,5 +292,26 @@ mod tests {
         assert_eq!(consumer.get("enable.auto.commit"), Some("false"));
         assert_eq!(consumer.get("enable.auto.offset.store"), Some("false"));
         assert_eq!(settings.producer_config().get("enable.auto.commit"), None);
+    }
+
+    #[test]
+    fn options_that_would_weaken_the_dead_letter_producer_are_refused() {
+        for (name, value) in [("acks", "1"), ("enable.idempotence", "false")] {
+            let mut settings = config();
+            settings
+                .client_options
+                .insert(name.to_owned(), value.to_owned());
+            let refusal = settings.validate().expect_err(name).to_string();
+            assert!(
+                refusal.contains(&format!("client_options.{name}"))
+                    && refusal.contains("the dead-letter producer requires"),
+                "{refusal}"
+            );
+        }
+        let mut settings = config();
+        settings
+            .client_options
+            .insert("linger.ms".to_owned(), "5".to_owned());
+        assert!(settings.validate().is_ok());
     }
 }
