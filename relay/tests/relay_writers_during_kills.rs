@@ -1,6 +1,8 @@
 //! Writers keep committing while the relay is SIGKILLed at random moments
-//! and started again: on every backend, to Kafka and to RabbitMQ, nothing
-//! is lost and each aggregate's events arrive in order.
+//! and started again: on every backend, to Kafka and to RabbitMQ, with the
+//! mark that updates the rows and the one that deletes them
+//! (`retention.published = "0s"`), nothing is lost and each aggregate's
+//! events arrive in order.
 
 mod support;
 
@@ -45,10 +47,30 @@ impl Broker {
     }
 }
 
+/// How the relay settles acknowledged events.
+#[derive(Clone, Copy)]
+enum Mark {
+    /// `state = 'published'` (the default).
+    Update,
+    /// Deleted in the mark's statement: `retention.published = "0s"`.
+    Delete,
+}
+
+impl Mark {
+    fn config(self) -> String {
+        match self {
+            Mark::Update => FAST_CONFIG.to_owned(),
+            Mark::Delete => format!("{FAST_CONFIG}\n[retention]\npublished = \"0s\"\n"),
+        }
+    }
+}
+
 async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
     db: TestDatabase<DB>,
     broker: Broker,
+    mark: Mark,
 ) {
+    let config = mark.config();
     let target = unique_name("writers-kills");
     let collected = broker.consume(&target).await;
     outbox::migrate(db.pool()).await.expect("migrate");
@@ -61,14 +83,12 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
     };
     let writers = spawn_writers(db.pool(), &target, WRITERS, plan, &stop_writing);
 
-    let published = || db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'");
+    let delivered = || collected.distinct_ids().len();
     for kill in 0..KILLS {
-        let relay = RelayProcess::spawn(db.url(), &broker.url(), FAST_CONFIG);
-        let before = published().await;
-        let progressed = wait_until(Duration::from_secs(60), || async {
-            published().await > before
-        })
-        .await;
+        let relay = RelayProcess::spawn(db.url(), &broker.url(), &config);
+        let before = delivered();
+        let progressed =
+            wait_until(Duration::from_secs(60), || async { delivered() > before }).await;
         assert!(progressed, "relay {kill} never published:\n{}", relay.log());
         tokio::time::sleep(random_millis(100, 1_500)).await;
         relay.kill9();
@@ -77,20 +97,32 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
     let enqueued = events_without_failures(join_writers(writers).await);
     assert!(enqueued.len() as u64 >= WRITERS * EVENTS_PER_WRITER);
 
-    let mut relay = RelayProcess::spawn(db.url(), &broker.url(), FAST_CONFIG);
+    let mut relay = RelayProcess::spawn(db.url(), &broker.url(), &config);
     // The relays killed before may have published everything already: wait
     // until this one has started (it logs its endpoint once it catches
     // signals), so the SIGTERM below reaches a relay, not a process still
     // loading.
     endpoint_address(&relay).await;
+    // Every event settled: marked published, or deleted.
+    let settled = || async {
+        match mark {
+            Mark::Update => {
+                db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'published'")
+                    .await
+            }
+            Mark::Delete => {
+                enqueued.len() as i64 - db.count("SELECT COUNT(*) FROM outbox_events").await
+            }
+        }
+    };
     let drained = wait_until(Duration::from_secs(120), || async {
-        published().await == enqueued.len() as i64
+        settled().await == enqueued.len() as i64
     })
     .await;
     assert!(
         drained,
-        "only {} of {} events were published:\n{}",
-        published().await,
+        "only {} of {} events were settled:\n{}",
+        settled().await,
         enqueued.len(),
         relay.log()
     );
@@ -111,30 +143,70 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_to_kafka() {
-    writers_during_kills(outbox_testkit::postgres().await, Broker::Kafka).await;
+    writers_during_kills(
+        outbox_testkit::postgres().await,
+        Broker::Kafka,
+        Mark::Update,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_to_rabbitmq() {
-    writers_during_kills(outbox_testkit::postgres().await, Broker::RabbitMq).await;
+    writers_during_kills(
+        outbox_testkit::postgres().await,
+        Broker::RabbitMq,
+        Mark::Update,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mariadb_to_kafka() {
-    writers_during_kills(outbox_testkit::mysql().await, Broker::Kafka).await;
+    writers_during_kills(outbox_testkit::mysql().await, Broker::Kafka, Mark::Update).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mariadb_to_rabbitmq() {
-    writers_during_kills(outbox_testkit::mysql().await, Broker::RabbitMq).await;
+    writers_during_kills(
+        outbox_testkit::mysql().await,
+        Broker::RabbitMq,
+        Mark::Update,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_to_kafka() {
-    writers_during_kills(outbox_testkit::sqlite().await, Broker::Kafka).await;
+    writers_during_kills(outbox_testkit::sqlite().await, Broker::Kafka, Mark::Update).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_to_rabbitmq() {
-    writers_during_kills(outbox_testkit::sqlite().await, Broker::RabbitMq).await;
+    writers_during_kills(
+        outbox_testkit::sqlite().await,
+        Broker::RabbitMq,
+        Mark::Update,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_to_rabbitmq_deleting_on_publish() {
+    writers_during_kills(
+        outbox_testkit::postgres().await,
+        Broker::RabbitMq,
+        Mark::Delete,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_to_kafka_deleting_on_publish() {
+    writers_during_kills(outbox_testkit::mysql().await, Broker::Kafka, Mark::Delete).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_to_kafka_deleting_on_publish() {
+    writers_during_kills(outbox_testkit::sqlite().await, Broker::Kafka, Mark::Delete).await;
 }

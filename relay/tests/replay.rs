@@ -368,6 +368,15 @@ async fn bad_replay_input_is_a_one_line_error_and_publishes_nothing() {
         );
     }
 
+    // With the delete mark, nothing is left to replay: one line says so.
+    let deleting = std::env::temp_dir().join(format!("{}.toml", unique_name("deleting")));
+    std::fs::write(&deleting, "[retention]\npublished = \"0s\"\n").expect("write the config");
+    let deleting = deleting.to_string_lossy().into_owned();
+    let output = replay(&["--topic", topic, "--since", "1h", "--config", &deleting]);
+    let _ = std::fs::remove_file(&deleting);
+    assert_one_line_error(&output, "nothing to replay");
+    assert!(output.stdout.is_empty());
+
     let output = replay(&["--topic", topic, "--since", "1h"]);
     assert!(
         output.status.success(),

@@ -42,17 +42,18 @@ impl Dispatcher {
         let partition_count = self.partition_count;
         let ids = outcome.published;
         let task_ids = ids.clone();
+        let delete = self.settings.delete_acknowledged;
         let task = self.tasks.spawn(async move {
-            store
-                .mark_published(
-                    Fence {
-                        relay_id: &relay_id,
-                        partition_count,
-                        leases: &leases,
-                    },
-                    &task_ids,
-                )
-                .await
+            let fence = Fence {
+                relay_id: &relay_id,
+                partition_count,
+                leases: &leases,
+            };
+            if delete {
+                store.delete_acknowledged(fence, &task_ids).await
+            } else {
+                store.mark_published(fence, &task_ids).await
+            }
         });
         self.marking.push_back((ids, task));
     }

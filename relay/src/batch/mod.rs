@@ -91,6 +91,10 @@ pub struct DispatchSettings {
     /// live relays: the bound of the relay's default [`PublishHealth`]; the
     /// loop reads it from the health it reports to.
     pub handover_after: Duration,
+    /// Whether acknowledged events are deleted rather than marked
+    /// published ([`EventSource::delete_acknowledged`]): the mark of
+    /// `retention.published = "0s"`.
+    pub delete_acknowledged: bool,
 }
 
 /// Totals of one relay run.

@@ -274,7 +274,9 @@ pub struct RetentionConfig {
     pub enabled: bool,
 
     /// How long a published event is kept after its publication; `"0s"`
-    /// deletes it on the next pass. Default `"7d"`.
+    /// deletes it as it is acknowledged, in the statement that would mark
+    /// it published (polling), so nothing is left for `replay`. Default
+    /// `"7d"`.
     #[serde(deserialize_with = "deserialize::duration")]
     pub published: Duration,
 
@@ -513,5 +515,13 @@ impl RelayConfig {
     /// `handover_after`, or its default: three times `lease_duration`.
     pub fn effective_handover_after(&self) -> Duration {
         self.handover_after.unwrap_or(self.lease_duration * 3)
+    }
+
+    /// Whether acknowledged events are deleted at once, in the statement
+    /// that would mark them published, rather than marked and deleted by a
+    /// later retention pass: retention on with `published = "0s"`.
+    /// Nothing is then left for `replay`.
+    pub fn deletes_on_publish(&self) -> bool {
+        self.retention.enabled && self.retention.published.is_zero()
     }
 }

@@ -24,6 +24,7 @@ pub fn relay_settings(relay_id: String, config: &RelayConfig) -> RelaySettings {
             poll_interval_min: config.poll_interval_min,
             poll_interval_max: config.poll_interval_max,
             handover_after: config.effective_handover_after(),
+            delete_acknowledged: config.deletes_on_publish(),
         },
         retention: config.retention.enabled.then(|| RetentionSettings {
             keep_published: config.retention.published,

@@ -74,6 +74,14 @@ pub trait EventSource: Send + Sync {
     /// lease was lost.
     fn mark_published<'a>(&'a self, fence: Fence<'a>, ids: &'a [i64]) -> Written<'a>;
 
+    /// Settle `ids` under `fence` as [`EventSource::mark_published`] does,
+    /// deleting the rows rather than marking them, where the source can:
+    /// the mark of `retention.published = "0s"`, which leaves nothing to
+    /// replay. Returns the rows deleted. The default marks them.
+    fn delete_acknowledged<'a>(&'a self, fence: Fence<'a>, ids: &'a [i64]) -> Written<'a> {
+        self.mark_published(fence, ids)
+    }
+
     /// Record failed attempts under `fence`, like
     /// [`EventSource::mark_published`]. Returns the rows updated.
     fn record_failures<'a>(&'a self, fence: Fence<'a>, failed: &'a [FailedAttempt]) -> Written<'a>;

@@ -18,7 +18,7 @@ use crate::store::sql_store::Param::{
     Dead, EventId, EventIds, LastError, Leases, PartitionCount, RelayId, RetryDelay,
 };
 use crate::store::sql_store::fetch_values::fetch_pending_values;
-use crate::store::sql_store::{On, SqlDatabase, Values, commit, execute, on_either};
+use crate::store::sql_store::{On, SqlDatabase, Statement, Values, commit, execute, on_either};
 use crate::store::{Dialect, OperatorStore, SqlStore};
 use crate::tasks::Tasks;
 
@@ -34,6 +34,29 @@ fn fenced<D: Dialect>(fence: Fence<'_>) -> Values<D::Database> {
         .with(RelayId, D::Database::text(fence.relay_id))
         .with(PartitionCount, D::Database::int(fence.partition_count))
         .with(Leases, D::Database::text(leases_json(fence.leases)))
+}
+
+/// Settle the acknowledged `ids` under `fence` with `statement` (the mark,
+/// or the delete), with the mark's settings; returns the rows changed.
+async fn settle<D: Dialect>(
+    store: &SqlStore<D>,
+    statement: Statement,
+    fence: Fence<'_>,
+    ids: &[i64],
+) -> Result<u64, Error> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let values = fenced::<D>(fence).with(EventIds, D::id_list(ids));
+    let mut transaction = store.settings_transaction(D::MARK_SETTINGS).await?;
+    let settled = execute(
+        on_either(store.pool(), &mut transaction),
+        &statement,
+        &values,
+    )
+    .await?;
+    commit(transaction).await?;
+    Ok(settled)
 }
 
 impl<D: Dialect> EventSource for SqlStore<D> {
@@ -62,22 +85,11 @@ impl<D: Dialect> EventSource for SqlStore<D> {
     }
 
     fn mark_published<'a>(&'a self, fence: Fence<'a>, ids: &'a [i64]) -> Written<'a> {
-        Box::pin(async move {
-            if ids.is_empty() {
-                return Ok(0);
-            }
-            let values = fenced::<D>(fence).with(EventIds, D::id_list(ids));
-            let statement = D::STATEMENTS.mark_published;
-            let mut transaction = self.settings_transaction(D::MARK_SETTINGS).await?;
-            let marked = execute(
-                on_either(self.pool(), &mut transaction),
-                &statement,
-                &values,
-            )
-            .await?;
-            commit(transaction).await?;
-            Ok(marked)
-        })
+        Box::pin(settle(self, D::STATEMENTS.mark_published, fence, ids))
+    }
+
+    fn delete_acknowledged<'a>(&'a self, fence: Fence<'a>, ids: &'a [i64]) -> Written<'a> {
+        Box::pin(settle(self, D::STATEMENTS.delete_acknowledged, fence, ids))
     }
 
     fn record_failures<'a>(&'a self, fence: Fence<'a>, failed: &'a [FailedAttempt]) -> Written<'a> {

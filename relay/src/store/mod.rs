@@ -22,8 +22,9 @@ macro_rules! numbered_statements {
         numbered_statements!(@ $folder;
             partition_count, heartbeat_upsert, heartbeat_forget_dead, live_relays, deregister,
             renew_leases, acquire_leases, release_leases, fetch_pending, mark_published,
-            record_failure, delete_published, backlog, status, status_topics, status_leases,
-            database_time, topic_exists, fetch_published, list_dead, retry_dead, discard_dead)
+            delete_acknowledged, record_failure, delete_published, backlog, status,
+            status_topics, status_leases, database_time, topic_exists, fetch_published,
+            list_dead, retry_dead, discard_dead)
     };
     (@ $folder:literal; $($name:ident),*) => {
         Statements::numbered(NumberedSql {

@@ -78,6 +78,10 @@ const STATEMENTS: Statements = Statements {
         include_str!("sql/mysql/mark_published.sql"),
         &[PartitionCount, Leases, EventIds, RelayId],
     ),
+    delete_acknowledged: Statement::new(
+        include_str!("sql/mysql/delete_acknowledged.sql"),
+        &[PartitionCount, Leases, EventIds, RelayId],
+    ),
     record_failure: Statement::new(
         include_str!("sql/mysql/record_failure.sql"),
         &[

@@ -4,7 +4,7 @@ use outbox_relay::event::{Fence, FetchRequest};
 use std::sync::Arc;
 use std::time::Duration;
 
-use outbox_relay::event::{FailedAttempt, FetchLimit};
+use outbox_relay::event::{FailedAttempt, FetchLimit, Lease};
 use outbox_testkit::TestDatabase;
 
 use super::{LONG, StoreBackend, enqueue, partitions};
@@ -136,6 +136,91 @@ pub(crate) async fn a_lost_lease_cannot_mark_or_fail_rows<DB: StoreBackend>(db: 
         .await
         .expect("acquire released");
     assert_eq!(again.len(), new.len());
+}
+
+/// The mark of `retention.published = "0s"` deletes the acknowledged rows,
+/// fenced as the mark is: a token nobody holds or another owner deletes
+/// nothing, and a row that is no longer pending stays.
+pub(crate) async fn the_delete_mark_removes_acknowledged_rows_under_a_live_lease_only<
+    DB: StoreBackend,
+>(
+    db: &TestDatabase<DB>,
+) {
+    let store = DB::store(db);
+    store.migrate().await.expect("migrate");
+    let partition_count = store.partition_count().await.expect("partition count");
+    enqueue(db, &[("a", 1), ("b", 2), ("c", 3)]).await;
+    let leases = store
+        .acquire_leases("relay-a", 1000, LONG)
+        .await
+        .expect("acquire");
+    let fetched = store
+        .fetch_pending(FetchRequest {
+            partition_count,
+            partitions: &partitions(&leases),
+            exclude: &[],
+            hold_dead: true,
+            limit: FetchLimit::events(100),
+        })
+        .await
+        .expect("fetch");
+    let ids: Vec<i64> = fetched.iter().map(|claimed| claimed.event.id).collect();
+    assert_eq!(ids.len(), 3);
+
+    let forged: Vec<Lease> = leases
+        .iter()
+        .map(|lease| Lease {
+            lease_token: lease.lease_token + 100,
+            ..*lease
+        })
+        .collect();
+    for (relay_id, held) in [("relay-a", &forged), ("relay-b", &leases)] {
+        let fence = Fence {
+            relay_id,
+            partition_count,
+            leases: held,
+        };
+        let deleted = store
+            .delete_acknowledged(fence, &ids)
+            .await
+            .expect("delete");
+        assert_eq!(
+            deleted, 0,
+            "{relay_id} without the live lease deletes nothing"
+        );
+    }
+    assert_eq!(db.count("SELECT COUNT(*) FROM outbox_events").await, 3);
+
+    let fence = Fence {
+        relay_id: "relay-a",
+        partition_count,
+        leases: &leases,
+    };
+    let dead = FailedAttempt {
+        id: ids[2],
+        partition_no: fetched[2].partition_no,
+        error: "rejected".to_owned(),
+        retry_in: None,
+    };
+    assert_eq!(
+        store.record_failures(fence, &[dead]).await.expect("record"),
+        1
+    );
+    let deleted = store
+        .delete_acknowledged(fence, &ids)
+        .await
+        .expect("delete");
+    assert_eq!(
+        deleted, 2,
+        "the live lease deletes the pending rows it names"
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM outbox_events WHERE state = 'dead'")
+            .await,
+        1,
+        "a dead row is not deleted by the mark"
+    );
+    assert_eq!(db.count("SELECT COUNT(*) FROM outbox_events").await, 1);
 }
 
 /// The token, not the owner, fences: the same relay holding a partition

@@ -27,6 +27,7 @@ use events::{
 use leases::{
     a_lost_lease_cannot_mark_or_fail_rows, concurrent_acquirers_split_the_partitions,
     heartbeat_counts_live_relays_and_deregister_forgets_one,
+    the_delete_mark_removes_acknowledged_rows_under_a_live_lease_only,
     the_same_owner_with_an_old_token_is_fenced_out,
 };
 use operator::{
@@ -167,6 +168,7 @@ impl StoreBackend for sqlx::Sqlite {
 
 outbox_testkit::test_on_every_backend!(
     a_lost_lease_cannot_mark_or_fail_rows,
+    the_delete_mark_removes_acknowledged_rows_under_a_live_lease_only,
     the_same_owner_with_an_old_token_is_fenced_out,
     concurrent_acquirers_split_the_partitions,
     heartbeat_counts_live_relays_and_deregister_forgets_one,

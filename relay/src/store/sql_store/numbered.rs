@@ -22,6 +22,7 @@ pub struct NumberedSql {
     pub release_leases: &'static str,
     pub fetch_pending: &'static str,
     pub mark_published: &'static str,
+    pub delete_acknowledged: &'static str,
     pub record_failure: &'static str,
     pub delete_published: &'static str,
     pub backlog: &'static str,
@@ -67,6 +68,10 @@ impl Statements {
             ),
             mark_published: Statement::new(
                 sql.mark_published,
+                &[RelayId, PartitionCount, Leases, EventIds],
+            ),
+            delete_acknowledged: Statement::new(
+                sql.delete_acknowledged,
                 &[RelayId, PartitionCount, Leases, EventIds],
             ),
             record_failure: Statement::new(

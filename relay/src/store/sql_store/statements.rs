@@ -115,6 +115,9 @@ pub struct Statements {
     pub fetch_pending: Statement,
     /// Mark events published, fenced.
     pub mark_published: Statement,
+    /// Delete acknowledged events instead of marking them, fenced like
+    /// the mark (`retention.published = "0s"`).
+    pub delete_acknowledged: Statement,
     /// Record one failed attempt, fenced.
     pub record_failure: Statement,
     /// Retention: delete old published events.
@@ -154,6 +157,7 @@ impl Statements {
             self.release_leases,
             self.fetch_pending,
             self.mark_published,
+            self.delete_acknowledged,
             self.record_failure,
             self.delete_published,
             self.backlog,

@@ -31,6 +31,14 @@ pub(super) async fn run_replay(
     slot: Option<SlotName>,
     request: ReplayRequest<'_>,
 ) -> Result<(), Error> {
+    if slot.is_none() && config.deletes_on_publish() {
+        return Err(Error::InvalidArgument(
+            "nothing to replay: with retention.published = \"0s\" the relay deletes each event \
+             as the broker acknowledges it; keep published events (retention.published above \
+             0s) to replay them"
+                .to_owned(),
+        ));
+    }
     let inputs = (&database_url, &broker_url, &config);
     let (window, replayed, left_out) = match &slot {
         None => {
