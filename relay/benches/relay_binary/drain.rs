@@ -43,6 +43,9 @@ pub(crate) struct DrainSpec {
     pub(crate) profile: bool,
     /// How the relay reads the outbox.
     pub(crate) source: SourceKind,
+    /// TOML of the relay's configuration for this case ("" for the
+    /// defaults).
+    pub(crate) relay_config: &'static str,
 }
 
 /// What a drain case measured.
@@ -83,7 +86,13 @@ pub(crate) async fn drain(settings: &Settings, broker: Broker, spec: DrainSpec) 
         .profile
         .then(|| start_profiler(&database.url, &profile_stop));
     let started = Instant::now();
-    let relay = RunningRelay::start(&database, &broker.url(settings), &settings.log_filter).await;
+    let relay = RunningRelay::start_with(
+        &database,
+        &broker.url(settings),
+        &settings.log_filter,
+        spec.relay_config,
+    )
+    .await;
 
     let written = Arc::new(AtomicU64::new(0));
     let writers_stop = CancellationToken::new();

@@ -64,6 +64,7 @@ pub(crate) async fn history_sizes(settings: &Settings) -> Vec<(u64, DrainFigures
             history_rows: rows,
             profile: true,
             source: SourceKind::Poll,
+            relay_config: "",
         };
         let figures = drain(settings, Broker::Kafka, spec).await;
         print_drain(&figures);

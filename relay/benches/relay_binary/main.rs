@@ -11,6 +11,9 @@
 //! Cases (`--cases`, comma-separated; all by default), per broker:
 //! - `uniform`: 100,000 events over 1,000 aggregates, drawn uniformly,
 //!   written 500 `INSERT`s per transaction, never analyzed.
+//! - `delete-mark`: `uniform` with `retention.published = "0s"`, whose mark
+//!   deletes the acknowledged rows: its rate and PostgreSQL CPU per event
+//!   against `uniform`'s, which updates them.
 //! - `analyzed`: the same backlog after `ANALYZE`.
 //! - `zipf`: Zipf (s = 1.1) over 10,000 aggregates; `five`: 5 aggregates;
 //!   `one`: 1 aggregate.
@@ -109,6 +112,7 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(1800);
 /// Every case, in the order they run.
 const CASES: &[&str] = &[
     "uniform",
+    "delete-mark",
     "analyzed",
     "zipf",
     "five",
@@ -238,6 +242,7 @@ fn drain_specs(settings: &Settings) -> Vec<(&'static str, DrainSpec)> {
         history_rows: 0,
         profile: settings.profile,
         source,
+        relay_config: "",
     };
     let spec = |label: &str, distribution, analyze, steady_rate| {
         spec_from(label, distribution, analyze, steady_rate, SourceKind::Poll)
@@ -256,6 +261,18 @@ fn drain_specs(settings: &Settings) -> Vec<(&'static str, DrainSpec)> {
                 false,
                 None,
             ),
+        ),
+        (
+            "delete-mark",
+            DrainSpec {
+                relay_config: "[retention]\npublished = \"0s\"\n",
+                ..spec(
+                    "uniform, 1,000 aggregates, no statistics; the mark deletes (retention.published = \"0s\")",
+                    uniform,
+                    false,
+                    None,
+                )
+            },
         ),
         (
             "analyzed",

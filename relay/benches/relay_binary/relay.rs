@@ -21,12 +21,12 @@ const CONFIG: &str = "[http]\nlisten = \"127.0.0.1:0\"\n";
 /// figures of `BENCHMARKS.md` unless they say otherwise.
 const EXTRA_CONFIG_VARIABLE: &str = "OUTBOX_BENCH_RELAY_CONFIG";
 
-/// The relay's configuration file: [`CONFIG`], after the TOML of
-/// [`EXTRA_CONFIG_VARIABLE`] when it is set.
-fn config_file() -> String {
+/// The relay's configuration file: [`CONFIG`], after the case's own TOML
+/// (`case_config`) and that of [`EXTRA_CONFIG_VARIABLE`] when it is set.
+fn config_file(case_config: &str) -> String {
     match std::env::var(EXTRA_CONFIG_VARIABLE) {
-        Ok(extra) if !extra.trim().is_empty() => format!("{extra}\n{CONFIG}"),
-        _ => CONFIG.to_owned(),
+        Ok(extra) if !extra.trim().is_empty() => format!("{extra}\n{case_config}\n{CONFIG}"),
+        _ => format!("{case_config}\n{CONFIG}"),
     }
 }
 
@@ -105,12 +105,23 @@ impl RunningRelay {
         broker_url: &str,
         log_filter: &str,
     ) -> Self {
+        RunningRelay::start_with(database, broker_url, log_filter, "").await
+    }
+
+    /// [`RunningRelay::start`] with `case_config`, TOML put before the
+    /// endpoint's settings (e.g. `[retention]` with `published = "0s"`).
+    pub(crate) async fn start_with(
+        database: &BenchDatabase,
+        broker_url: &str,
+        log_filter: &str,
+        case_config: &str,
+    ) -> Self {
         let source_args = database.source.args();
         let run_args: Vec<&str> = source_args.iter().map(String::as_str).collect();
         let process = RelayProcess::spawn_with_log_filter(
             &database.url,
             broker_url,
-            &config_file(),
+            &config_file(case_config),
             &[],
             &run_args,
             log_filter,
