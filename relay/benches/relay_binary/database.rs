@@ -8,7 +8,8 @@ use crate::deliveries::Written;
 use crate::relay::migrate;
 use crate::source::{EventSource, SourceKind};
 use crate::sql::{
-    ANALYZE, COUNT_PUBLISHED, DISABLE_AUTOVACUUM, ROWS_CHANGED, TABLE_STATISTICS, WRITTEN_EVENTS,
+    ANALYZE, COUNT_PUBLISHED, COUNT_SETTLED, DISABLE_AUTOVACUUM, ROWS_CHANGED, TABLE_STATISTICS,
+    WRITTEN_EVENTS,
 };
 
 pub(crate) struct BenchDatabase {
@@ -85,6 +86,17 @@ impl BenchDatabase {
             .fetch_one(&self.pool)
             .await
             .expect("count published");
+        count as u64
+    }
+
+    /// Events marked published or deleted by the mark, of `written` in
+    /// all.
+    pub(crate) async fn settled(&self, written: u64) -> u64 {
+        let count: i64 = sqlx::query_scalar(COUNT_SETTLED)
+            .bind(i64::try_from(written).unwrap_or(i64::MAX))
+            .fetch_one(&self.pool)
+            .await
+            .expect("count settled");
         count as u64
     }
 

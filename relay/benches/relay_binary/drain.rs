@@ -157,7 +157,7 @@ pub(crate) async fn drain(settings: &Settings, broker: Broker, spec: DrainSpec) 
     // The relay's sessions have ended, so their row counts have arrived.
     let rows_written = database.rows_changed().await - rows_changed_before;
     let published = match spec.source {
-        SourceKind::Poll => database.published().await - spec.history_rows,
+        SourceKind::Poll => database.settled(total + spec.history_rows).await - spec.history_rows,
         // The logical source writes no state: its counter is the figure.
         SourceKind::Logical | SourceKind::LogicalBacklog => last.published as u64,
     };

@@ -59,6 +59,12 @@ pub(crate) const VACUUM_ANALYZE: &str = "VACUUM ANALYZE outbox_events";
 pub(crate) const COUNT_PUBLISHED: &str =
     "SELECT count(*) FROM outbox_events WHERE state = 'published'";
 
+/// Events settled after a drain: those marked published and, where the
+/// mark deletes them (`retention.published = "0s"`), those gone; the bench
+/// wrote `$1` events in all and deletes none itself.
+pub(crate) const COUNT_SETTLED: &str = "SELECT count(*) FILTER (WHERE state = 'published') \
+     + ($1 - count(*)) FROM outbox_events";
+
 /// Rows of `outbox_events` updated or deleted, by every session so far
 /// (the bench itself only inserts).
 pub(crate) const ROWS_CHANGED: &str = "SELECT (n_tup_upd + n_tup_del)::int8 \
