@@ -3,13 +3,12 @@
 //! that records what it is given. The loop publishes every event once,
 //! in order, acknowledges each, and records a rejected one as failed.
 
-use outbox_relay::event::{Fence, FetchRequest};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use outbox_relay::event::{ClaimedEvent, FailedAttempt};
+use outbox_relay::event::{ClaimedEvent, FailedAttempt, Fence, FetchRequest};
 use outbox_relay::open_store;
 use outbox_relay::publish::{PublishFailure, Publisher};
 use outbox_relay::source::EventSource;

@@ -3,13 +3,12 @@
 //! published without a write per event. Timed from `relay.run` being
 //! spawned until the acknowledgement that settles the last event.
 
-use outbox_relay::event::{Fence, FetchRequest};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use outbox_relay::event::{ClaimedEvent, FailedAttempt};
+use outbox_relay::event::{ClaimedEvent, FailedAttempt, Fence, FetchRequest};
 use outbox_relay::leases::LeaseStore;
 use outbox_relay::publish::Publisher;
 use outbox_relay::relay_settings;

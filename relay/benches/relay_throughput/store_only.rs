@@ -1,10 +1,9 @@
 //! The store's statements alone, without a broker.
 
-use outbox_relay::event::{Fence, FetchRequest};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use outbox_relay::event::FetchLimit;
+use outbox_relay::event::{Fence, FetchLimit, FetchRequest};
 use outbox_relay::leases::LeaseStore;
 use outbox_relay::source::EventSource;
 use outbox_relay::store::PostgresStore;

@@ -1,13 +1,12 @@
 //! A store and a publisher that time the relay's calls.
 
-use outbox_relay::event::{Fence, FetchRequest};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use outbox_relay::event::{ClaimedEvent, FailedAttempt, Lease};
+use outbox_relay::event::{ClaimedEvent, FailedAttempt, Fence, FetchRequest, Lease};
 use outbox_relay::leases::{LeaseStore, Leased};
 use outbox_relay::publish::{PublishFailure, Publisher};
 use outbox_relay::source::{EventSource, OutboxStore};

@@ -1,11 +1,10 @@
 //! A migrated test database with a slot of its own, and events written in
 //! transactions the test controls.
 
-use outbox_relay::event::FetchRequest;
 use std::sync::Arc;
 use std::time::Duration;
 
-use outbox_relay::event::{ClaimedEvent, FetchLimit, Lease};
+use outbox_relay::event::{ClaimedEvent, FetchLimit, FetchRequest, Lease};
 use outbox_relay::leases::LeaseStore;
 use outbox_relay::source::EventSource;
 use outbox_relay::source::logical::{LogicalSource, SlotName, prepare};

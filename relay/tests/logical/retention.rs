@@ -2,12 +2,11 @@
 //! is old enough and the slot has confirmed a checkpoint taken after its
 //! transaction; failed events and events the slot has not passed stay.
 
-use outbox_relay::event::Fence;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use outbox_relay::RetentionSettings;
-use outbox_relay::event::FailedAttempt;
+use outbox_relay::event::{FailedAttempt, Fence};
 use outbox_relay::leases::LeaseStore;
 use outbox_relay::operator::run_logical_retention_pass;
 use outbox_relay::source::EventSource;

@@ -1,10 +1,9 @@
 //! The source driven directly: commit order, and the confirmed position
 //! held behind an unsettled transaction.
 
-use outbox_relay::event::{Fence, FetchRequest};
 use std::time::Duration;
 
-use outbox_relay::event::FetchLimit;
+use outbox_relay::event::{Fence, FetchLimit, FetchRequest};
 use outbox_relay::leases::LeaseStore;
 use outbox_relay::source::EventSource;
 use sqlx::Acquire;

@@ -1,14 +1,13 @@
 //! `EventSource`: per-aggregate blocking, what is fetched, commit wakeups.
 
-use outbox_relay::event::{Fence, FetchRequest};
 use std::time::Duration;
 
 use outbox_relay::Wakeup;
-use outbox_relay::event::{FailedAttempt, FetchLimit};
+use outbox_relay::event::{FailedAttempt, Fence, FetchLimit, FetchRequest};
 use outbox_relay::store::DeadSelector;
 use outbox_testkit::TestDatabase;
 
-use super::{LONG, StoreBackend, enqueue, lease_all_and_fetch, partitions};
+use super::{LONG, StoreBackend, enqueue, fetch_request, lease_all_and_fetch, partitions};
 
 /// A fetch returns the longest run of events, in id order, whose payloads
 /// fit its byte cap, and always its first event, whatever its size.
@@ -39,13 +38,7 @@ pub(crate) async fn a_fetch_stops_at_its_byte_cap<DB: StoreBackend>(db: &TestDat
             .collect()
     };
     let uncapped = store
-        .fetch_pending(FetchRequest {
-            partition_count,
-            partitions: &all,
-            exclude: &[],
-            hold_dead: true,
-            limit: FetchLimit::events(100),
-        })
+        .fetch_pending(fetch_request(partition_count, &all, &[]))
         .await
         .expect("fetch");
     assert_eq!(uncapped.len(), 4);
@@ -103,13 +96,7 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
     let all = partitions(&leases);
 
     let fetched = store
-        .fetch_pending(FetchRequest {
-            partition_count,
-            partitions: &all,
-            exclude: &[],
-            hold_dead: true,
-            limit: FetchLimit::events(100),
-        })
+        .fetch_pending(fetch_request(partition_count, &all, &[]))
         .await
         .expect("fetch");
     let order: Vec<&str> = fetched
@@ -123,13 +110,7 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
     );
     let in_flight = [fetched[0].event.id, fetched[3].event.id];
     let rest = store
-        .fetch_pending(FetchRequest {
-            partition_count,
-            partitions: &all,
-            exclude: &in_flight,
-            hold_dead: true,
-            limit: FetchLimit::events(100),
-        })
+        .fetch_pending(fetch_request(partition_count, &all, &in_flight))
         .await
         .expect("fetch");
     let rest_ids: Vec<i64> = rest.iter().map(|claimed| claimed.event.id).collect();
@@ -150,13 +131,7 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
         fetched[3].event.id,
     ];
     let around = store
-        .fetch_pending(FetchRequest {
-            partition_count,
-            partitions: &all,
-            exclude: &run,
-            hold_dead: true,
-            limit: FetchLimit::events(100),
-        })
+        .fetch_pending(fetch_request(partition_count, &all, &run))
         .await
         .expect("fetch");
     let around_ids: Vec<i64> = around.iter().map(|claimed| claimed.event.id).collect();
@@ -199,13 +174,7 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
     );
 
     let held = store
-        .fetch_pending(FetchRequest {
-            partition_count,
-            partitions: &all,
-            exclude: &[],
-            hold_dead: true,
-            limit: FetchLimit::events(100),
-        })
+        .fetch_pending(fetch_request(partition_count, &all, &[]))
         .await
         .expect("fetch");
     let held_order: Vec<&str> = held
@@ -254,13 +223,7 @@ pub(crate) async fn a_failed_event_holds_back_its_aggregate_only<DB: StoreBacken
     let selector = DeadSelector::EventId(dead[0].event_id.clone());
     assert_eq!(store.retry_dead(&selector).await.expect("retry"), 1);
     let after_retry = store
-        .fetch_pending(FetchRequest {
-            partition_count,
-            partitions: &all,
-            exclude: &[],
-            hold_dead: true,
-            limit: FetchLimit::events(100),
-        })
+        .fetch_pending(fetch_request(partition_count, &all, &[]))
         .await
         .expect("fetch");
     let after_retry_order: Vec<&str> = after_retry

@@ -1,13 +1,12 @@
 //! `LeaseStore`: leases and fencing, concurrent acquirers, relay liveness.
 
-use outbox_relay::event::{Fence, FetchRequest};
 use std::sync::Arc;
 use std::time::Duration;
 
-use outbox_relay::event::{FailedAttempt, FetchLimit, Lease};
+use outbox_relay::event::{FailedAttempt, Fence, Lease};
 use outbox_testkit::TestDatabase;
 
-use super::{LONG, StoreBackend, enqueue, partitions};
+use super::{LONG, StoreBackend, enqueue, fetch_request, partitions};
 
 pub(crate) async fn a_lost_lease_cannot_mark_or_fail_rows<DB: StoreBackend>(db: &TestDatabase<DB>) {
     let store = DB::store(db);
@@ -34,13 +33,7 @@ pub(crate) async fn a_lost_lease_cannot_mark_or_fail_rows<DB: StoreBackend>(db: 
         "live leases are not taken"
     );
     let fetched = store
-        .fetch_pending(FetchRequest {
-            partition_count,
-            partitions: &partitions(&old),
-            exclude: &[],
-            hold_dead: true,
-            limit: FetchLimit::events(100),
-        })
+        .fetch_pending(fetch_request(partition_count, &partitions(&old), &[]))
         .await
         .expect("fetch");
     assert_eq!(fetched.len(), 3);
@@ -155,13 +148,7 @@ pub(crate) async fn the_delete_mark_removes_acknowledged_rows_under_a_live_lease
         .await
         .expect("acquire");
     let fetched = store
-        .fetch_pending(FetchRequest {
-            partition_count,
-            partitions: &partitions(&leases),
-            exclude: &[],
-            hold_dead: true,
-            limit: FetchLimit::events(100),
-        })
+        .fetch_pending(fetch_request(partition_count, &partitions(&leases), &[]))
         .await
         .expect("fetch");
     let ids: Vec<i64> = fetched.iter().map(|claimed| claimed.event.id).collect();
@@ -237,13 +224,7 @@ pub(crate) async fn the_same_owner_with_an_old_token_is_fenced_out<DB: StoreBack
         .await
         .expect("acquire");
     let fetched = store
-        .fetch_pending(FetchRequest {
-            partition_count,
-            partitions: &partitions(&old),
-            exclude: &[],
-            hold_dead: true,
-            limit: FetchLimit::events(100),
-        })
+        .fetch_pending(fetch_request(partition_count, &partitions(&old), &[]))
         .await
         .expect("fetch");
     let ids: Vec<i64> = fetched.iter().map(|claimed| claimed.event.id).collect();

@@ -8,12 +8,11 @@ mod events;
 mod leases;
 mod operator;
 
-use outbox_relay::event::{Fence, FetchRequest};
 use std::sync::Arc;
 use std::time::Duration;
 
 use outbox::Event;
-use outbox_relay::event::{ClaimedEvent, FailedAttempt, FetchLimit, Lease};
+use outbox_relay::event::{ClaimedEvent, FailedAttempt, Fence, FetchLimit, FetchRequest, Lease};
 use outbox_relay::source::OutboxStore;
 use outbox_relay::store::{MySqlStore, PostgresStore, SqliteStore};
 use outbox_testkit::{TestBackend, TestDatabase};
@@ -80,13 +79,7 @@ pub(crate) async fn lease_all_and_fetch(
         .await
         .expect("acquire");
     let fetched = store
-        .fetch_pending(FetchRequest {
-            partition_count,
-            partitions: &partitions(&leases),
-            exclude: &[],
-            hold_dead: true,
-            limit: FetchLimit::events(100),
-        })
+        .fetch_pending(fetch_request(partition_count, &partitions(&leases), &[]))
         .await
         .expect("fetch");
     (leases, fetched)
@@ -132,6 +125,22 @@ pub(crate) async fn publish_and_kill(
 
 pub(crate) fn partitions(leases: &[Lease]) -> Vec<i32> {
     leases.iter().map(|lease| lease.partition_no).collect()
+}
+
+/// The batch loop's usual fetch of `partitions`: at most 100 events,
+/// leaving out `exclude`, a dead event holding its aggregate back.
+pub(crate) fn fetch_request<'a>(
+    partition_count: i32,
+    partitions: &'a [i32],
+    exclude: &'a [i64],
+) -> FetchRequest<'a> {
+    FetchRequest {
+        partition_count,
+        partitions,
+        exclude,
+        hold_dead: true,
+        limit: FetchLimit::events(100),
+    }
 }
 
 /// The backend's store, over the test database's pool.
