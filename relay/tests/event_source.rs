@@ -168,10 +168,12 @@ impl Publisher for UnreachablePublisher {
 }
 
 /// A broker that stores events in order and holds every acknowledgement
-/// until the test releases them. Keeps count of the payload bytes handed
-/// over and not yet acknowledged, and of the most there ever were.
+/// until the test releases them. Keeps count of the events handed over, of
+/// the payload bytes handed over and not yet acknowledged, and of the most
+/// there ever were.
 #[derive(Default)]
 struct ConfirmHoldingPublisher {
+    handed_over: std::sync::atomic::AtomicUsize,
     released: tokio::sync::Notify,
     release_all: std::sync::atomic::AtomicBool,
     unacknowledged_bytes: std::sync::atomic::AtomicUsize,
@@ -200,6 +202,7 @@ impl Publisher for ConfirmHoldingPublisher {
         events: Vec<OutboundEvent>,
     ) -> BoxFuture<'static, outbox_relay::publish::SentEvents> {
         use std::sync::atomic::Ordering;
+        self.handed_over.fetch_add(events.len(), Ordering::SeqCst);
         let bytes: usize = events.iter().map(|event| event.payload.len()).sum();
         let now = self.unacknowledged_bytes.fetch_add(bytes, Ordering::SeqCst) + bytes;
         self.most_unacknowledged_bytes
@@ -465,4 +468,66 @@ async fn the_batches_in_flight_stay_within_max_batch_bytes() {
         EVENTS as usize
     );
     let _ = std::fs::remove_file(&file);
+}
+
+/// Wait (at most 10 s) until `done` holds; whether it did.
+async fn eventually(done: impl Fn() -> bool) -> bool {
+    for _ in 0..200 {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    done()
+}
+
+/// A rebalance that gives no lease up does not wait for the broker: an
+/// event committed after the lease renewal interval goes out while the
+/// acknowledgement of the one before it is still held. (Settling the
+/// batches in flight at every rebalance stalled the events behind the
+/// slowest acknowledgement, every `lease_duration / 3`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebalance_keeping_every_lease_does_not_wait_for_acknowledgements() {
+    use std::sync::atomic::Ordering;
+    let (store, file) = lease_store("rebalance-in-flight").await;
+    let source = Arc::new(MemorySource::default());
+    *source.pending.lock().expect("pending") = vec![event(1, "a-1", "moved")];
+    let publisher = Arc::new(ConfirmHoldingPublisher::default());
+    let config = RelayConfig {
+        lease_duration: Duration::from_secs(3),
+        publish_timeout: Duration::from_secs(1),
+        ..RelayConfig::default()
+    };
+    let settings = outbox_relay::relay_settings("memory".to_owned(), &config);
+    let relay = Relay::new(
+        Arc::clone(&store),
+        Arc::clone(&publisher) as Arc<dyn Publisher>,
+        settings,
+    )
+    .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>);
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(relay.run(stop.clone()));
+    let first_sent = eventually(|| publisher.handed_over.load(Ordering::SeqCst) == 1).await;
+    // Past the renewal interval (1 s), so the loop has rebalanced since.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    source
+        .pending
+        .lock()
+        .expect("pending")
+        .push(event(2, "a-2", "moved"));
+    let second_sent = eventually(|| publisher.handed_over.load(Ordering::SeqCst) == 2).await;
+    let acknowledged_then = publisher.acknowledged.load(Ordering::SeqCst);
+    publisher.release();
+    let settled = eventually(|| source.pending.lock().map(|p| p.is_empty()).unwrap_or(false)).await;
+    stop.cancel();
+    running.await.expect("relay task").expect("relay run");
+    let _ = std::fs::remove_file(&file);
+    assert!(first_sent, "the first event was never handed to the broker");
+    assert!(
+        second_sent,
+        "the event committed after a rebalance waited for the broker to acknowledge the one \
+         before it"
+    );
+    assert_eq!(acknowledged_then, 0, "the broker acknowledged nothing yet");
+    assert!(settled, "both events are settled once acknowledged");
 }

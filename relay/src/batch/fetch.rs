@@ -207,7 +207,8 @@ impl Dispatcher {
         let partition_count = self.partition_count;
         let hold_dead = self.settings.hold_dead;
         async move {
-            store
+            let started = std::time::Instant::now();
+            let fetched = store
                 .fetch_pending(FetchRequest {
                     partition_count,
                     partitions: &partitions,
@@ -215,7 +216,16 @@ impl Dispatcher {
                     hold_dead,
                     limit,
                 })
-                .await
+                .await;
+            if let Ok(events) = &fetched {
+                tracing::debug!(
+                    events = events.len(),
+                    excluded = exclude.len(),
+                    elapsed_us = started.elapsed().as_micros() as u64,
+                    "fetched"
+                );
+            }
+            fetched
         }
     }
 }

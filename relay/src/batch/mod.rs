@@ -55,7 +55,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::{AggregateKey, ClaimedEvent, Lease, Wakeup};
-use crate::leases::LeaseKeeper;
+use crate::leases::{LeaseKeeper, Rebalanced, Release};
 use crate::publish::Publisher;
 use crate::source::EventSource;
 use crate::tasks::Tasks;
@@ -293,20 +293,30 @@ impl Dispatcher {
         }
     }
 
-    /// Rebalance the leases every renewal interval, between batches.
+    /// Rebalance the leases every renewal interval, between batches. The
+    /// batches in flight and the marks are fenced by the leases they were
+    /// fetched under: they are settled before a lease is given up, and
+    /// only then. Settling waits for the broker's slowest acknowledgement
+    /// (a RabbitMQ queue confirms persistent messages on its disk sync,
+    /// up to 200 ms apart), so doing it at every rebalance stalled the
+    /// events committed meanwhile.
     async fn rebalance_if_due(&mut self, state: &mut LoopState, stop: &CancellationToken) {
         if Instant::now() < state.next_rebalance {
             return;
         }
-        // The batches in flight and the marks are fenced by the leases they
-        // were fetched under: settle them before any lease is given up.
-        self.drop_prefetched();
-        self.land_all(state, stop).await;
-        self.finish_marking().await;
-        if let Err(error) = self.leases.rebalance().await {
+        state.next_rebalance = Instant::now() + self.leases.renew_interval();
+        let rebalanced = match self.leases.rebalance(Release::Deferred).await {
+            Ok(Rebalanced::MustSettleFirst) => {
+                self.drop_prefetched();
+                self.land_all(state, stop).await;
+                self.finish_marking().await;
+                self.leases.rebalance(Release::Now).await
+            }
+            other => other,
+        };
+        if let Err(error) = rebalanced {
             tracing::warn!(%error, "lease rebalance failed; retrying");
         }
-        state.next_rebalance = Instant::now() + self.leases.renew_interval();
     }
 
     /// The next batch of the partitions of `leases`. `None` when there is

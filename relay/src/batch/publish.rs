@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures::FutureExt;
 use tokio::time::Instant;
@@ -68,6 +69,12 @@ pub(super) struct SentBatch {
     pub(super) landed_before_send: u64,
     wave_count: usize,
     started: Instant,
+    /// How long handing the waves to the broker took.
+    handed_over_in: Duration,
+    /// The age of its oldest event when the batch was sent: from the
+    /// commit (or `created_at`) to the send, the wait for a wake-up or
+    /// poll and the fetch.
+    oldest_age: Duration,
     span: tracing::Span,
 }
 
@@ -163,6 +170,7 @@ impl Dispatcher {
             self.stream_lost = false;
         }
         let ids = batch.iter().map(|claimed| claimed.event.id).collect();
+        let oldest_age = oldest_age(&batch);
         let mut sent = SentBatch {
             ids,
             bytes: payload_bytes(&batch),
@@ -173,11 +181,14 @@ impl Dispatcher {
             landed_before_send: self.landed_count,
             wave_count: 0,
             started,
+            handed_over_in: Duration::ZERO,
+            oldest_age,
             span: span.clone(),
         };
         self.send_waves(batch, &mut sent, stop)
             .instrument(span)
             .await;
+        sent.handed_over_in = started.elapsed();
         sent
     }
 
@@ -295,6 +306,8 @@ impl Dispatcher {
             rejected = outcome.rejected.len(),
             unavailable = outcome.unavailable,
             leases = sent.leases.len(),
+            oldest_age_ms = sent.oldest_age.as_millis() as u64,
+            handed_over_us = sent.handed_over_in.as_micros() as u64,
             elapsed_ms = sent.started.elapsed().as_millis() as u64,
             "batch published"
         );
@@ -402,4 +415,16 @@ fn block_unsent(
     for (_, later) in later_waves {
         blocked.extend(later.iter().map(aggregate_key));
     }
+}
+
+/// How long ago the oldest event of `batch` committed (or was created,
+/// where the source does not know its commit).
+fn oldest_age(batch: &[ClaimedEvent]) -> Duration {
+    let now = chrono::Utc::now();
+    batch
+        .iter()
+        .map(|claimed| claimed.committed_at.unwrap_or(claimed.event.created_at))
+        .min()
+        .and_then(|oldest| (now - oldest).to_std().ok())
+        .unwrap_or_default()
 }

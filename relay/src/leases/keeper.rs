@@ -4,8 +4,10 @@
 //! `ceil(partitions / live relays)` partitions. Renewal runs on its own task
 //! every third of the lease, so a long publish never lets a lease lapse;
 //! acquiring and releasing happen between batches only (see
-//! [`LeaseKeeper::rebalance`]), so a partition is never given up while one
-//! of its batches is in flight.
+//! [`LeaseKeeper::rebalance`]), and a partition is never given up while one
+//! of its batches or marks is in flight: a rebalance that would release
+//! one waits for the loop to settle them, and one that only renews or
+//! acquires does not hold the loop up.
 //!
 //! An instance that cannot publish hands its partitions over
 //! ([`LeaseKeeper::hand_over`]): it releases them and stops heartbeating,
@@ -60,6 +62,26 @@ pub struct LeaseKeeper {
     /// Held by every heartbeat and by handing over, so that a renewal in
     /// flight cannot register the instance again after it stood down.
     membership: tokio::sync::Mutex<()>,
+}
+
+/// Whether [`LeaseKeeper::rebalance`] may give leases up now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// Batches or marks may be in flight: keep a surplus and say so.
+    Deferred,
+    /// Nothing is in flight: release a surplus.
+    Now,
+}
+
+/// What [`LeaseKeeper::rebalance`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rebalanced {
+    /// The leases held are this relay's share (or as many as it could
+    /// take).
+    Done,
+    /// This relay holds more than its share, and kept them
+    /// ([`Release::Deferred`]).
+    MustSettleFirst,
 }
 
 /// What [`LeaseKeeper::hand_over`] did.
@@ -136,7 +158,7 @@ impl LeaseKeeper {
     /// Heartbeat and extend the leases held. Leases the database no longer
     /// grants are dropped and logged.
     pub async fn renew(&self) -> Result<(), Error> {
-        self.as_member("renewing the leases", self.renew_held())
+        self.as_member("renewing the leases", (), self.renew_held())
             .await
     }
 
@@ -169,13 +191,21 @@ impl LeaseKeeper {
     }
 
     /// Acquire or release partitions to reach this relay's fair share.
-    /// Call it only between batches.
-    pub async fn rebalance(&self) -> Result<(), Error> {
-        self.as_member("rebalancing the leases", self.rebalance_held())
-            .await
+    /// Call it only between batches. Acquiring needs nothing settled; a
+    /// lease given up must have no batch or mark of its partition in
+    /// flight, so with [`Release::Deferred`] a surplus is left held and
+    /// reported ([`Rebalanced::MustSettleFirst`]): the caller settles what
+    /// it has in flight and asks again with [`Release::Now`].
+    pub async fn rebalance(&self, release: Release) -> Result<Rebalanced, Error> {
+        self.as_member(
+            "rebalancing the leases",
+            Rebalanced::Done,
+            self.rebalance_held(release),
+        )
+        .await
     }
 
-    async fn rebalance_held(&self) -> Result<(), Error> {
+    async fn rebalance_held(&self, release: Release) -> Result<Rebalanced, Error> {
         let started = Instant::now();
         let live_relays = self
             .store
@@ -187,6 +217,9 @@ impl LeaseKeeper {
                 .unwrap_or(0);
         let held = self.snapshot().leases;
         if held.len() > target {
+            if release == Release::Deferred {
+                return Ok(Rebalanced::MustSettleFirst);
+            }
             let mut sorted = held.clone();
             sorted.sort_by_key(|lease| lease.partition_no);
             let surplus = sorted.split_off(target);
@@ -220,7 +253,7 @@ impl LeaseKeeper {
                 state.leases.sort_by_key(|lease| lease.partition_no);
             }
         }
-        Ok(())
+        Ok(Rebalanced::Done)
     }
 
     /// Hand every partition to the other live instances: release the leases
@@ -252,27 +285,28 @@ impl LeaseKeeper {
         })
     }
 
+    /// Run `work` (`what`, for its error) under the membership lock,
+    /// within [`LeaseKeeper::within_lease`]; while this instance stands by,
+    /// nothing: `standing_by` is the answer.
+    async fn as_member<T>(
+        &self,
+        what: &str,
+        standing_by: T,
+        work: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let _membership = self.membership.lock().await;
+        if self.is_standing_by() {
+            return Ok(standing_by);
+        }
+        self.within_lease(what, work).await
+    }
+
     /// Run `work`, statements on the lease and heartbeat rows, bounded by
     /// the lease duration. Past it, the leases it would extend or take have
     /// expired anyway; and a statement waiting that long on a lock (a
     /// session holding the rows, or a connection left inside a
     /// transaction) must not keep the batch loop, which waits on
     /// `membership`, from going on and saying why.
-    /// Run `work` (`what`, for its error) under the membership lock,
-    /// within [`LeaseKeeper::within_lease`]; nothing while this instance
-    /// stands by.
-    async fn as_member(
-        &self,
-        what: &str,
-        work: impl std::future::Future<Output = Result<(), Error>>,
-    ) -> Result<(), Error> {
-        let _membership = self.membership.lock().await;
-        if self.is_standing_by() {
-            return Ok(());
-        }
-        self.within_lease(what, work).await
-    }
-
     async fn within_lease<T>(
         &self,
         what: &str,

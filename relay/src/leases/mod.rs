@@ -13,5 +13,5 @@ mod keeper;
 mod polling;
 mod store;
 
-pub use keeper::{Handover, LeaseKeeper, LeaseSnapshot};
+pub use keeper::{Handover, LeaseKeeper, LeaseSnapshot, Rebalanced, Release};
 pub use store::{LeaseStore, Leased};
