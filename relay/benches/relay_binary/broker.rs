@@ -4,9 +4,8 @@
 use outbox_testkit::kafka;
 
 use crate::Settings;
-use crate::support::consumers::{
-    Arrivals, Deliveries, amqp_consumer, amqp_deliveries, kafka_consumer, kafka_deliveries,
-};
+use crate::consumer_process::spawn_consumer;
+use crate::support::consumers::{Arrivals, Deliveries, amqp_deliveries, kafka_deliveries};
 use crate::support::events::unique_name;
 use crate::support::raw::{RawRate, RawRecord, raw_lapin, raw_rdkafka};
 use crate::support::targets::{AmqpTarget, amqp_target};
@@ -102,16 +101,14 @@ impl Broker {
         rate
     }
 
-    /// A consumer of `target`, stamping arrivals by event id.
-    pub(crate) async fn consumer(
+    /// A consumer of `target` in a process of its own, stamping arrivals
+    /// by event id.
+    pub(crate) fn consumer(
         self,
         settings: &Settings,
         target: &Target,
     ) -> (Arrivals, tokio::task::JoinHandle<()>) {
-        match target {
-            Target::Topic { name, .. } => kafka_consumer(&settings.kafka_brokers, name),
-            Target::Exchange(exchange) => amqp_consumer(&settings.amqp_url, &exchange.queue).await,
-        }
+        spawn_consumer(target, &settings.amqp_url)
     }
 
     /// A consumer of `target`, noting every delivery's event id in order:

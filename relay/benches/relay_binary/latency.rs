@@ -1,7 +1,8 @@
 //! Commit → consumer latency from separate processes: steady producers in
 //! this process commit one event per transaction and note when each
-//! `COMMIT` returned; a consumer subscribed before anything is written
-//! notes when each event arrives. Through the relay binary, and through a
+//! `COMMIT` returned; a consumer in a process of its own
+//! (`consumer_process.rs`), subscribed before anything is written, notes
+//! when each event arrives. Through the relay binary, and through a
 //! direct producer that publishes each event itself right after its commit,
 //! on the same broker.
 //!
@@ -135,7 +136,7 @@ pub(crate) async fn latency(
     };
     let database = BenchDatabase::create(WRITERS as u32 + 2, source).await;
     let target = broker.target(settings, "latency").await;
-    let (arrivals, consumer) = broker.consumer(settings, &target).await;
+    let (arrivals, consumer) = broker.consumer(settings, &target);
     let pace = Pace {
         writers: WRITERS,
         rate,

@@ -72,6 +72,7 @@
 
 mod activity;
 mod broker;
+mod consumer_process;
 mod database;
 mod deliveries;
 mod drain;
@@ -374,7 +375,12 @@ fn run_unit_tests() {
 
 #[tokio::main]
 async fn main() {
-    if !std::env::args().any(|arg| arg == "--bench") {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(consumer_process::CONSUME) {
+        consumer_process::consume(&args[1..]).await;
+        return;
+    }
+    if !args.iter().any(|arg| arg == "--bench") {
         run_unit_tests();
         return;
     }

@@ -63,7 +63,7 @@ pub fn kafka_deliveries(brokers: &str, topic: &str) -> (Deliveries, tokio::task:
 
 /// Consume `topic` from its beginning in a group of its own, calling
 /// `delivered` with each record's `ce_id` header and its arrival instant.
-fn kafka_consume(
+pub fn kafka_consume(
     brokers: &str,
     topic: &str,
     mut delivered: impl FnMut(String, Instant) + Send + 'static,
@@ -129,7 +129,7 @@ pub async fn amqp_deliveries(
 
 /// Consume `queue` (no acknowledgements), calling `delivered` with each
 /// message's `message-id` and its arrival instant.
-async fn amqp_consume(
+pub async fn amqp_consume(
     amqp_url: &str,
     queue: &str,
     mut delivered: impl FnMut(String, Instant) + Send + 'static,
