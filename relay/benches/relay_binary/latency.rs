@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::broker::{Broker, Target};
 use crate::database::BenchDatabase;
+use crate::held_acks::HeldAcks;
 use crate::histogram::Buckets;
 use crate::keys::KeyDistribution;
 use crate::relay::{RunningRelay, Scrape};
@@ -165,9 +166,14 @@ pub(crate) async fn latency(
             relay,
             warm_producer,
             start,
+            held_acks,
         } => {
+            if let Some(held_acks) = &held_acks {
+                held_acks.stop_holding();
+            }
             commit_to_ack = Some(acknowledged_since(&relay, &start, produced.commits.len()).await);
             relay.stop();
+            drop(held_acks);
             drop(warm_producer);
         }
         Held::Kafka => {}
@@ -217,8 +223,8 @@ async fn acknowledged_since(
 }
 
 /// What a route keeps open until every event has arrived: the relay (and
-/// the Kafka producer of its warm-up, and its `/metrics` read just before
-/// the first event), or the direct producer's AMQP connection. Kafka
+/// the Kafka producer of its warm-up, its `/metrics` read just before the
+/// first event, and the proxy holding its confirms back, if any), or the direct producer's AMQP connection. Kafka
 /// clients are dropped only once the run is over: dropping one while the
 /// broker's metadata changes has crashed librdkafka here.
 enum Held {
@@ -226,6 +232,7 @@ enum Held {
         relay: RunningRelay,
         warm_producer: Option<FutureProducer>,
         start: (Scrape, Buckets),
+        held_acks: Option<HeldAcks>,
     },
     Kafka,
     Amqp(lapin::Connection),
@@ -252,7 +259,14 @@ async fn through_relay(
         }
     };
     wait_for_arrival(arrivals, &warm_id.to_string()).await;
-    let relay = RunningRelay::start(database, &broker.url(settings), &settings.log_filter).await;
+    let (broker_url, held_acks) =
+        if broker == Broker::RabbitMq && !settings.latency_held_acks.is_zero() {
+            let held = HeldAcks::start(&settings.amqp_url, settings.latency_held_acks).await;
+            (held.route(&settings.amqp_url), Some(held))
+        } else {
+            (broker.url(settings), None)
+        };
+    let relay = RunningRelay::start(database, &broker_url, &settings.log_filter).await;
     tokio::time::sleep(RELAY_SETTLE).await;
     let start = relay.scrape_with_commit_to_ack().await;
     let stop = CancellationToken::new();
@@ -263,6 +277,7 @@ async fn through_relay(
             relay,
             warm_producer,
             start,
+            held_acks,
         },
     )
 }

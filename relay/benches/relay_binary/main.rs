@@ -55,7 +55,11 @@
 //!
 //! Settings, as `--name value` arguments: `--events` (100000),
 //! `--cases`, `--brokers` (`kafka,rabbitmq`), `--sizes`, `--latency-rates`,
-//! `--latency-secs` (10), `--steady-rate` (5000), `--payload-bytes` (300),
+//! `--latency-secs` (10), `--latency-held-acks-ms` (0: the relay's
+//! RabbitMQ connection through a proxy that holds the broker's answers,
+//! publisher confirms included, back for that long every 200 ms, as a
+//! queue confirming on its disk syncs does), `--steady-rate` (5000),
+//! `--payload-bytes` (300),
 //! `--sample-ms` (500, between two readings of `/metrics`; each reading
 //! counts the pending events in the database, which costs it CPU),
 //! `--kafka-partitions` (4), `--relay-log` (the relay's `RUST_LOG`, `info`),
@@ -76,6 +80,7 @@ mod consumer_process;
 mod database;
 mod deliveries;
 mod drain;
+mod held_acks;
 mod histogram;
 mod history;
 mod keys;
@@ -136,6 +141,9 @@ struct Settings {
     sizes: Vec<u64>,
     latency_rates: Vec<u64>,
     latency_secs: u64,
+    /// The latency case on RabbitMQ: how long the relay's confirms are
+    /// held back, every [`held_acks::HELD_ACKS_PERIOD`] (zero: not at all).
+    latency_held_acks: Duration,
     steady_rate: u64,
     payload_bytes: usize,
     sample_interval: Duration,
@@ -200,6 +208,7 @@ impl Settings {
                 .map(|rate| number(rate))
                 .collect(),
             latency_secs: one("--latency-secs", 10),
+            latency_held_acks: Duration::from_millis(one("--latency-held-acks-ms", 0)),
             steady_rate: one("--steady-rate", 5000),
             payload_bytes: one("--payload-bytes", 300) as usize,
             sample_interval: Duration::from_millis(one("--sample-ms", 500)),
