@@ -6,6 +6,9 @@
 //! direct producer that publishes each event itself right after its commit,
 //! on the same broker.
 //!
+//! With the relay's log at debug (`--relay-log outbox_relay=debug`), the
+//! slowest event is traced through it (`slowest.rs`).
+//!
 //! Through the relay, commit → ack too: the relay's
 //! `outbox_relay_commit_to_ack_seconds` histogram read at the start and the
 //! end of the measured window, the difference of its cumulative buckets
@@ -22,6 +25,7 @@ use crate::held_acks::HeldAcks;
 use crate::histogram::Buckets;
 use crate::keys::KeyDistribution;
 use crate::relay::{RunningRelay, Scrape};
+use crate::slowest::Slowest;
 use crate::source::SourceKind;
 use crate::support::consumers::{Arrivals, percentiles};
 use crate::support::events::EVENT_TYPE;
@@ -160,6 +164,7 @@ pub(crate) async fn latency(
         }
     };
     let (latencies, missing) = collect(&produced, &arrivals).await;
+    let slowest = Slowest::find(&produced.commits, &arrivals);
     let mut commit_to_ack = None;
     match held {
         Held::Relay {
@@ -172,8 +177,11 @@ pub(crate) async fn latency(
                 held_acks.stop_holding();
             }
             commit_to_ack = Some(acknowledged_since(&relay, &start, produced.commits.len()).await);
-            relay.stop();
+            let log = relay.stop();
             drop(held_acks);
+            if let Some(slowest) = slowest.filter(|_| settings.log_filter.contains("debug")) {
+                println!("{}", slowest.trace(&log));
+            }
             drop(warm_producer);
         }
         Held::Kafka => {}

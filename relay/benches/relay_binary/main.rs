@@ -90,6 +90,7 @@ mod payloads;
 mod relay;
 mod report;
 mod sampler;
+mod slowest;
 mod source;
 mod sql;
 #[path = "../support/mod.rs"]
