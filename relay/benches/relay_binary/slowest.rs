@@ -63,7 +63,10 @@ impl Slowest {
             self.id,
             self.committed.format("%H:%M:%S%.6f"),
             self.arrived.format("%H:%M:%S%.6f"),
-            (self.arrived - self.committed).num_microseconds().unwrap_or(0) as f64 / 1e3,
+            (self.arrived - self.committed)
+                .num_microseconds()
+                .unwrap_or(0) as f64
+                / 1e3,
             BEFORE_COMMIT.as_millis(),
             if lines.is_empty() {
                 "(none: run with --relay-log outbox_relay=debug)".to_owned()
