@@ -34,6 +34,8 @@ pub const POSTGRES_MIGRATION_LOCK_KEY: i64 = 0x6f75_7462_6f78;
 const POSTGRES_LOCK: &str = include_str!("backend/sql/postgres/migration_lock.sql");
 /// Releases the PostgreSQL lock; binds [`POSTGRES_MIGRATION_LOCK_KEY`].
 const POSTGRES_UNLOCK: &str = include_str!("backend/sql/postgres/migration_unlock.sql");
+/// Keeps the migration session's notices out of the log.
+const POSTGRES_QUIET_NOTICES: &str = include_str!("backend/sql/postgres/quiet_notices.sql");
 /// SQLSTATE of PostgreSQL's `lock_not_available`, raised by `lock_timeout`.
 const POSTGRES_LOCK_TIMEOUT: &str = "55P03";
 
@@ -60,6 +62,9 @@ pub(crate) async fn migrate_postgres(
 ) -> Result<(), Error> {
     let lock = format!("PostgreSQL advisory lock {POSTGRES_MIGRATION_LOCK_KEY}");
     let mut connection = session_for_lock(pool).await?;
+    sqlx::query(POSTGRES_QUIET_NOTICES)
+        .execute(&mut *connection)
+        .await?;
     tracing::debug!(lock = %lock, "taking the outbox migration lock");
     let taken = sqlx::query(POSTGRES_LOCK)
         .bind(POSTGRES_MIGRATION_LOCK_KEY)
