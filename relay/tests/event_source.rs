@@ -234,6 +234,19 @@ impl Publisher for ConfirmHoldingPublisher {
     }
 }
 
+/// A relay over `source`, publishing to `publisher`, with its leases in
+/// `store`.
+fn relay_over(
+    store: &Arc<dyn outbox_relay::OutboxStore>,
+    source: &Arc<MemorySource>,
+    publisher: Arc<dyn Publisher>,
+    config: &RelayConfig,
+) -> Relay {
+    let settings = outbox_relay::relay_settings("memory".to_owned(), config);
+    Relay::new(Arc::clone(store), publisher, settings)
+        .with_event_source(Arc::clone(source) as Arc<dyn EventSource>)
+}
+
 /// A lease store on a SQLite file of its own.
 async fn lease_store(name: &str) -> (Arc<dyn outbox_relay::OutboxStore>, std::path::PathBuf) {
     let file = std::env::temp_dir().join(format!(
@@ -294,13 +307,12 @@ async fn the_batch_loop_runs_on_another_event_source_unchanged() {
         batch_size: Some(40),
         ..RelayConfig::default()
     };
-    let settings = outbox_relay::relay_settings("memory".to_owned(), &config);
-    let relay = Relay::new(
-        Arc::clone(&store),
+    let relay = relay_over(
+        &store,
+        &source,
         Arc::clone(&publisher) as Arc<dyn Publisher>,
-        settings,
-    )
-    .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>);
+        &config,
+    );
     let stop = CancellationToken::new();
     let running = tokio::spawn(relay.run(stop.clone()));
     let mut settled = false;
@@ -356,13 +368,12 @@ async fn commits_announced_during_an_outage_do_not_cut_the_backoff_short() {
         (1..=20).map(|id| event(id, "a-1", "moved")).collect();
     let publisher = Arc::new(UnreachablePublisher::default());
     let wakeup = outbox_relay::Wakeup::new();
-    let settings = outbox_relay::relay_settings("memory".to_owned(), &RelayConfig::default());
-    let relay = Relay::new(
-        Arc::clone(&store),
+    let relay = relay_over(
+        &store,
+        &source,
         Arc::clone(&publisher) as Arc<dyn Publisher>,
-        settings,
+        &RelayConfig::default(),
     )
-    .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>)
     .with_wakeup(wakeup.clone());
     let stop = CancellationToken::new();
     // A steady writer's commit notifications.
@@ -424,13 +435,12 @@ async fn the_batches_in_flight_stay_within_max_batch_bytes() {
         max_batch_bytes: MAX_BATCH_BYTES,
         ..RelayConfig::default()
     };
-    let settings = outbox_relay::relay_settings("memory".to_owned(), &config);
-    let relay = Relay::new(
-        Arc::clone(&store),
+    let relay = relay_over(
+        &store,
+        &source,
         Arc::clone(&publisher) as Arc<dyn Publisher>,
-        settings,
-    )
-    .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>);
+        &config,
+    );
     let stop = CancellationToken::new();
     let running = tokio::spawn(relay.run(stop.clone()));
     // The loop sends what the bound allows, then waits on the broker.
@@ -498,13 +508,12 @@ async fn a_rebalance_keeping_every_lease_does_not_wait_for_acknowledgements() {
         publish_timeout: Duration::from_secs(1),
         ..RelayConfig::default()
     };
-    let settings = outbox_relay::relay_settings("memory".to_owned(), &config);
-    let relay = Relay::new(
-        Arc::clone(&store),
+    let relay = relay_over(
+        &store,
+        &source,
         Arc::clone(&publisher) as Arc<dyn Publisher>,
-        settings,
-    )
-    .with_event_source(Arc::clone(&source) as Arc<dyn EventSource>);
+        &config,
+    );
     let stop = CancellationToken::new();
     let running = tokio::spawn(relay.run(stop.clone()));
     let first_sent = eventually(|| publisher.handed_over.load(Ordering::SeqCst) == 1).await;
