@@ -49,6 +49,14 @@
 //!   fails, after printing, when the relay used more than
 //!   `--max-outage-cores` (0.1) over an outage, counted from the moment the
 //!   broker went away, or an event spent an attempt.
+//! - `peers`: RabbitMQ only: the relay beside mq-bridge 1.2.0 (its Python
+//!   package, set up in `target/bench-venv`), `--peer-pairs` (3) pairs
+//!   alternating the two, each on a fresh database and durable queue with a
+//!   backlog of `--peer-events` (10,000) over 100 aggregates in 10
+//!   transactions: polling against its `sqlx` poll, then `--source logical`
+//!   against its `postgres_cdc`; the time from each process's start until
+//!   the queue holds every event, and the medians of the pairs' ratios
+//!   against the targets (1.1 and 1.3).
 //!
 //! The raw clients (rdkafka idempotent with acks=all, lapin with publisher
 //! confirms) run first, on the same broker, for the ratios.
@@ -85,8 +93,11 @@ mod histogram;
 mod history;
 mod keys;
 mod latency;
+mod mq_bridge;
 mod outage;
 mod payloads;
+mod peers;
+mod queue_fill;
 mod relay;
 mod report;
 mod sampler;
@@ -132,6 +143,7 @@ const CASES: &[&str] = &[
     "history",
     "payloads",
     "outage",
+    "peers",
 ];
 
 #[derive(Debug, Clone)]
@@ -484,6 +496,9 @@ async fn main() {
                 }
             }
         }
+    }
+    if settings.runs("peers") {
+        peers::peers(&settings).await;
     }
     print_summary(&settings, &brokers, &latencies, &history, &payloads);
     let failures: Vec<String> = payloads

@@ -53,11 +53,31 @@ pub(crate) async fn write_backlog(
     events: u64,
     payload_bytes: usize,
 ) -> Duration {
+    write_backlog_in(
+        pool,
+        topic,
+        distribution,
+        events,
+        payload_bytes,
+        BACKLOG_TRANSACTION,
+    )
+    .await
+}
+
+/// [`write_backlog`] with `per_transaction` events per transaction.
+pub(crate) async fn write_backlog_in(
+    pool: &sqlx::PgPool,
+    topic: &str,
+    distribution: KeyDistribution,
+    events: u64,
+    payload_bytes: usize,
+    per_transaction: u64,
+) -> Duration {
     let started = Instant::now();
     let mut keys = Keys::new(distribution, 0x0b0c);
     let mut sequence = 0;
     while sequence < events {
-        let end = (sequence + BACKLOG_TRANSACTION).min(events);
+        let end = (sequence + per_transaction.max(1)).min(events);
         let mut transaction = pool.begin().await.expect("begin");
         for number in sequence..end {
             let aggregate_id = keys.next_aggregate();
