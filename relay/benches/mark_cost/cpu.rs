@@ -8,6 +8,8 @@
 use std::ops::{Add, Sub};
 use std::path::PathBuf;
 
+use crate::support::cpu::{clock_ticks_per_second, parse_stat};
+
 /// Where one backend's CPU time is read.
 pub(crate) struct BackendCpu {
     stat: PathBuf,
@@ -65,7 +67,7 @@ impl BackendCpu {
     pub(crate) fn read(&self) -> CpuTime {
         let stat = std::fs::read_to_string(&self.stat)
             .unwrap_or_else(|error| panic!("read {}: {error}", self.stat.display()));
-        let ticks = stat_ticks(&stat)
+        let (_, ticks, _) = parse_stat(&stat)
             .unwrap_or_else(|| panic!("unexpected {}: {stat}", self.stat.display()));
         let schedstat = std::fs::read_to_string(&self.schedstat)
             .unwrap_or_else(|error| panic!("read {}: {error}", self.schedstat.display()));
@@ -78,46 +80,17 @@ impl BackendCpu {
     }
 }
 
-fn clock_ticks_per_second() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|output| String::from_utf8(output.stdout).ok())
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// `utime + stime` of a `/proc/<pid>/stat` line, in ticks. The command
-/// name is in parentheses and may hold spaces.
-pub(crate) fn stat_ticks(line: &str) -> Option<u64> {
-    let close = line.rfind(')')?;
-    let fields: Vec<&str> = line.get(close + 1..)?.split_whitespace().collect();
-    // Fields 14 and 15 of proc(5); `fields[0]` is field 3 (state).
-    let number = |index: usize| fields.get(index).and_then(|text| text.parse::<u64>().ok());
-    Some(number(11)? + number(12)?)
-}
-
 /// Nanoseconds on the CPU: the first field of `/proc/<pid>/schedstat`.
 pub(crate) fn schedstat_nanos(text: &str) -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
 pub(crate) mod tests {
-    use super::{schedstat_nanos, stat_ticks};
+    use super::schedstat_nanos;
 
     /// Every test, by name.
-    pub(crate) const ALL: &[(&str, fn())] = &[
-        ("cpu::stat_ticks_adds_utime_and_stime", stat_ticks_adds),
-        ("cpu::schedstat_first_field", schedstat_first_field),
-    ];
-
-    fn stat_ticks_adds() {
-        let line = "4242 (postgres: x (y)) S 1 4242 4242 0 -1 4194560 4331 0 0 0 \
-                    117 23 0 0 20 0 1 0 5000 225000000 2000 18446744073709551615";
-        assert_eq!(stat_ticks(line), Some(140));
-        assert_eq!(stat_ticks("garbage"), None);
-    }
+    pub(crate) const ALL: &[(&str, fn())] =
+        &[("cpu::schedstat_first_field", schedstat_first_field)];
 
     fn schedstat_first_field() {
         assert_eq!(

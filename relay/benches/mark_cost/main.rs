@@ -45,23 +45,34 @@
 //! without it (`cargo test -p outbox-relay --bench mark_cost`) only the
 //! bench's own unit tests run.
 
+mod backlog;
 mod cpu;
+mod fence;
+mod fetch_mark_loop;
+mod fetch_timing;
 #[allow(dead_code)]
 #[path = "../relay_binary/keys.rs"]
 mod keys;
+mod mark_loop;
 mod measure;
+mod relay_statements;
 mod report;
+mod session;
 #[allow(dead_code)]
 #[path = "../relay_binary/sql.rs"]
 mod sql;
 mod statements;
 #[path = "../support/mod.rs"]
 mod support;
+mod table_after;
 mod variants;
+mod wal;
+mod work;
 #[allow(dead_code)]
 #[path = "../relay_binary/writers.rs"]
 mod writers;
 
+use crate::support::args::flag_value;
 use crate::variants::{VARIANTS, Variant};
 
 /// What to run.
@@ -75,20 +86,14 @@ pub(crate) struct Settings {
 
 impl Settings {
     fn load() -> Settings {
-        let args: Vec<String> = std::env::args().skip(1).collect();
-        let lookup = |flag: &str| -> Option<String> {
-            args.iter()
-                .position(|arg| arg == flag)
-                .and_then(|index| args.get(index + 1).cloned())
-        };
         let number = |flag: &str, default: u64| -> u64 {
-            lookup(flag).map_or(default, |text| {
+            flag_value(flag).map_or(default, |text| {
                 text.replace('_', "")
                     .parse()
                     .unwrap_or_else(|_| panic!("{flag}: not a number: {text}"))
             })
         };
-        let variants = match lookup("--variants") {
+        let variants = match flag_value("--variants") {
             None => VARIANTS.to_vec(),
             Some(list) => list
                 .split(',')
@@ -118,15 +123,10 @@ impl Settings {
 fn run_unit_tests() {
     let tests = cpu::tests::ALL
         .iter()
+        .chain(support::cpu::tests::ALL)
         .chain(statements::tests::ALL)
         .chain(variants::tests::ALL);
-    let mut passed = 0;
-    for (name, test) in tests {
-        test();
-        println!("test {name} ... ok");
-        passed += 1;
-    }
-    println!("mark_cost: {passed} unit tests passed; `cargo bench` runs the benchmark");
+    support::unit_tests::run("mark_cost", tests);
 }
 
 #[tokio::main]

@@ -1,8 +1,10 @@
 //! The figures of every variant: one line per variant as it ends, then a
 //! Markdown table of all of them and the details behind each row.
 
-use crate::measure::{FetchCost, Figures};
+use crate::fetch_timing::FetchCost;
+use crate::measure::Figures;
 use crate::variants::Work;
+use crate::wal::WalRecords;
 
 /// Per event, of `events`.
 fn per_event(value: f64, events: u64) -> f64 {
@@ -16,14 +18,29 @@ fn fetch_pair(cost: &FetchCost) -> String {
 
 /// HOT updates as a share of updates; `–` when nothing was updated.
 fn hot_share(figures: &Figures) -> String {
-    if figures.updates == 0 {
+    if figures.table.updates == 0 {
         "–".to_owned()
     } else {
         format!(
             "{:.1}",
-            100.0 * figures.hot_updates as f64 / figures.updates as f64
+            100.0 * figures.table.hot_updates as f64 / figures.table.updates as f64
         )
     }
+}
+
+/// This database's own WAL records as `show` writes them, `per` giving
+/// one of their figures per event; `missing` when they were not read.
+fn own_wal(
+    figures: &Figures,
+    missing: &str,
+    show: impl FnOnce(&dyn Fn(i64) -> f64, &WalRecords) -> String,
+) -> String {
+    let per = |value: i64| per_event(value as f64, figures.events);
+    figures
+        .wal
+        .records
+        .as_ref()
+        .map_or_else(|| missing.to_owned(), |records| show(&per, records))
 }
 
 /// What the CPU column counts for the variant's work.
@@ -37,54 +54,51 @@ fn work_label(work: Work) -> &'static str {
 /// One line as the variant ends.
 pub(crate) fn print_variant(figures: &Figures) {
     let events = figures.events;
-    let own = figures.wal_records.as_ref().map_or_else(
-        || "not read".to_owned(),
-        |records| {
-            format!(
-                "{:.0} B/event ({:.0} heap, {:.0} B-tree, {:.0} commits, {:.0} other; {:.0} of it full-page images; {:.2} records/event)",
-                per_event(records.total() as f64, events),
-                per_event(records.heap as f64, events),
-                per_event(records.btree as f64, events),
-                per_event(records.commits as f64, events),
-                per_event(records.other as f64, events),
-                per_event(records.full_pages as f64, events),
-                per_event(records.records as f64, events),
-            )
-        },
-    );
+    let own = own_wal(figures, "not read", |per, records| {
+        format!(
+            "{:.0} B/event ({:.0} heap, {:.0} B-tree, {:.0} commits, {:.0} other; {:.0} of it full-page images; {:.2} records/event)",
+            per(records.total()),
+            per(records.heap),
+            per(records.btree),
+            per(records.commits),
+            per(records.other),
+            per(records.full_pages),
+            per(records.records),
+        )
+    });
     println!(
         "  {}: {} CPU {:.1} µs/event by stat ticks, {:.1} by schedstat, {:.2} s wall; WAL {:.0} B/event by LSN, own records {}",
         figures.variant.name,
         work_label(figures.variant.work),
-        per_event(figures.cpu.stat_seconds * 1e6, events),
-        per_event(figures.cpu.sched_seconds * 1e6, events),
-        figures.wall.as_secs_f64(),
-        per_event(figures.wal_lsn as f64, events),
+        per_event(figures.work.cpu.stat_seconds * 1e6, events),
+        per_event(figures.work.cpu.sched_seconds * 1e6, events),
+        figures.work.wall.as_secs_f64(),
+        per_event(figures.wal.lsn_bytes as f64, events),
         own
     );
     println!(
         "    row {:.0} bytes, payload {:.0} bytes; updates {} (HOT {}), deletes {}; heap pages {} → {}, indexes {:.1} MiB after; {:.2} statements per batch",
-        figures.row_bytes,
-        figures.payload_bytes,
-        figures.updates,
-        figures.hot_updates,
-        figures.deletes,
-        figures.heap_pages_before,
-        figures.heap_pages_after,
-        figures.index_bytes_after as f64 / (1 << 20) as f64,
-        figures.statements_per_batch
+        figures.backlog.row_bytes,
+        figures.backlog.payload_bytes,
+        figures.table.updates,
+        figures.table.hot_updates,
+        figures.table.deletes,
+        figures.backlog.heap_pages,
+        figures.table.heap_pages,
+        figures.table.index_bytes as f64 / (1 << 20) as f64,
+        figures.work.statements_per_batch
     );
     println!(
         "    fetch of {} rows µs (first / repeat): before {}, after half {} ({} rows, {} buffers, indexes {:?}), after half from the last id {}",
         figures.fetch_before.rows,
         fetch_pair(&figures.fetch_before),
-        fetch_pair(&figures.fetch_after),
-        figures.fetch_after.rows,
-        figures.fetch_after_buffers,
-        figures.fetch_after_indexes,
-        fetch_pair(&figures.fetch_after_from_last)
+        fetch_pair(&figures.fetch_after.from_start),
+        figures.fetch_after.from_start.rows,
+        figures.fetch_after.buffers,
+        figures.fetch_after.indexes,
+        fetch_pair(&figures.fetch_after.from_last)
     );
-    if let Some(records) = &figures.wal_records {
+    if let Some(records) = &figures.wal.records {
         let kinds: Vec<String> = records
             .kinds
             .iter()
@@ -109,29 +123,26 @@ pub(crate) fn print_table(all: &[Figures]) {
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for figures in all {
         let events = figures.events;
-        let own = figures.wal_records.as_ref().map_or_else(
-            || "–".to_owned(),
-            |records| {
-                format!(
-                    "{:.0} ({:.0})",
-                    per_event(records.total() as f64, events),
-                    per_event(records.full_pages as f64, events)
-                )
-            },
-        );
+        let own = own_wal(figures, "–", |per, records| {
+            format!(
+                "{:.0} ({:.0})",
+                per(records.total()),
+                per(records.full_pages)
+            )
+        });
         println!(
             "| {} | {:.0} | {:.1} ({}) | {:.0} | {} | {} | {} | {} | {:.0} | {:.1} |",
             figures.variant.label,
-            figures.row_bytes,
-            per_event(figures.cpu.stat_seconds * 1e6, events),
+            figures.backlog.row_bytes,
+            per_event(figures.work.cpu.stat_seconds * 1e6, events),
             work_label(figures.variant.work),
-            per_event(figures.wal_lsn as f64, events),
+            per_event(figures.wal.lsn_bytes as f64, events),
             own,
             hot_share(figures),
             fetch_pair(&figures.fetch_before),
-            fetch_pair(&figures.fetch_after),
-            figures.fetch_after_from_last.repeat_us,
-            figures.statements_per_batch
+            fetch_pair(&figures.fetch_after.from_start),
+            figures.fetch_after.from_last.repeat_us,
+            figures.work.statements_per_batch
         );
     }
     println!();

@@ -70,8 +70,17 @@ const HOT_INDEXES: [&str; 5] = [
      WHERE attempts > 0",
 ];
 
+/// The HOT schema: [`HOT_INDEXES`], then `fillfactor` (the table's
+/// `ALTER TABLE`).
+const fn hot_schema(fillfactor: &'static str) -> [&'static str; 6] {
+    let [first, second, third, fourth, fifth] = HOT_INDEXES;
+    [first, second, third, fourth, fifth, fillfactor]
+}
+
 const FILLFACTOR_70: &str = "ALTER TABLE outbox_events SET (fillfactor = 70)";
 const FILLFACTOR_50: &str = "ALTER TABLE outbox_events SET (fillfactor = 50)";
+const HOT_70: [&str; 6] = hot_schema(FILLFACTOR_70);
+const HOT_50: [&str; 6] = hot_schema(FILLFACTOR_50);
 
 /// Every variant, in the order they run.
 pub(crate) const VARIANTS: &[Variant] = &[
@@ -109,28 +118,14 @@ pub(crate) const VARIANTS: &[Variant] = &[
     Variant {
         name: "hot-70",
         label: "HOT schema, fillfactor 70",
-        schema: &[
-            HOT_INDEXES[0],
-            HOT_INDEXES[1],
-            HOT_INDEXES[2],
-            HOT_INDEXES[3],
-            HOT_INDEXES[4],
-            FILLFACTOR_70,
-        ],
+        schema: &HOT_70,
         payload_bytes: None,
         work: MARK,
     },
     Variant {
         name: "hot-50",
         label: "HOT schema, fillfactor 50",
-        schema: &[
-            HOT_INDEXES[0],
-            HOT_INDEXES[1],
-            HOT_INDEXES[2],
-            HOT_INDEXES[3],
-            HOT_INDEXES[4],
-            FILLFACTOR_50,
-        ],
+        schema: &HOT_50,
         payload_bytes: None,
         work: MARK,
     },

@@ -27,7 +27,9 @@ pub struct CpuSpent {
     pub machine_busy: f64,
 }
 
-fn clock_ticks_per_second() -> f64 {
+/// Clock ticks per second of `/proc`'s CPU times (`getconf CLK_TCK`; 100
+/// when it cannot be read).
+pub fn clock_ticks_per_second() -> f64 {
     std::process::Command::new("getconf")
         .arg("CLK_TCK")
         .output()
@@ -39,7 +41,7 @@ fn clock_ticks_per_second() -> f64 {
 
 /// `(comm, utime + stime, cutime + cstime)` of a `/proc/<pid>/stat` line, in
 /// ticks. The command name is in parentheses and may hold spaces.
-fn parse_stat(line: &str) -> Option<(String, u64, u64)> {
+pub fn parse_stat(line: &str) -> Option<(String, u64, u64)> {
     let open = line.find('(')?;
     let close = line.rfind(')')?;
     let comm = line.get(open + 1..close)?.to_owned();
@@ -188,5 +190,25 @@ impl CpuSpent {
             cores,
             self.wall
         )
+    }
+}
+
+pub mod tests {
+    use super::parse_stat;
+
+    /// Every test, by name.
+    pub const ALL: &[(&str, fn())] = &[(
+        "cpu::parse_stat_adds_utime_and_stime",
+        parse_stat_adds_utime_and_stime,
+    )];
+
+    fn parse_stat_adds_utime_and_stime() {
+        let line = "4242 (postgres: x (y)) S 1 4242 4242 0 -1 4194560 4331 0 0 0 \
+                    117 23 5 2 20 0 1 0 5000 225000000 2000 18446744073709551615";
+        assert_eq!(
+            parse_stat(line),
+            Some(("postgres: x (y)".to_owned(), 140, 7))
+        );
+        assert_eq!(parse_stat("garbage"), None);
     }
 }

@@ -1,10 +1,12 @@
-//! Code the relay benchmarks share: CPU sampling, the raw broker clients,
-//! consumers that stamp arrivals, the events' shape, a RabbitMQ target, and
-//! (from the end-to-end tests' support) the relay binary as a child process
-//! with its HTTP endpoint.
+//! Code the relay benchmarks share: the command line's flags, CPU
+//! sampling, the raw broker clients, consumers that stamp arrivals, the
+//! events' shape, a RabbitMQ target, the unit-test runner of a bench
+//! without a test harness, and (from the end-to-end tests' support) the
+//! relay binary as a child process with its HTTP endpoint.
 
 #![allow(dead_code)]
 
+pub mod args;
 pub mod consumers;
 pub mod cpu;
 pub mod events;
@@ -14,3 +16,4 @@ pub mod http;
 pub mod process;
 pub mod raw;
 pub mod targets;
+pub mod unit_tests;
