@@ -386,13 +386,7 @@ fn run_unit_tests() {
         .iter()
         .chain(deliveries::tests::ALL)
         .chain(relay::tests::ALL);
-    let mut passed = 0;
-    for (name, test) in tests {
-        test();
-        println!("test {name} ... ok");
-        passed += 1;
-    }
-    println!("relay_binary: {passed} unit tests passed; `cargo bench` runs the benchmark");
+    support::unit_tests::run("relay_binary", tests);
 }
 
 #[tokio::main]
