@@ -247,6 +247,23 @@ fn relay_over(
         .with_event_source(Arc::clone(source) as Arc<dyn EventSource>)
 }
 
+/// [`relay_over`] running on a task of its own until the token is
+/// cancelled.
+fn spawn_relay(
+    store: &Arc<dyn outbox_relay::OutboxStore>,
+    source: &Arc<MemorySource>,
+    publisher: Arc<dyn Publisher>,
+    config: &RelayConfig,
+) -> (
+    CancellationToken,
+    tokio::task::JoinHandle<Result<outbox_relay::DispatchTotals, outbox_relay::Error>>,
+) {
+    let stop = CancellationToken::new();
+    let relay = relay_over(store, source, publisher, config);
+    let running = tokio::spawn(relay.run(stop.clone()));
+    (stop, running)
+}
+
 /// A lease store on a SQLite file of its own.
 async fn lease_store(name: &str) -> (Arc<dyn outbox_relay::OutboxStore>, std::path::PathBuf) {
     let file = std::env::temp_dir().join(format!(
@@ -307,14 +324,12 @@ async fn the_batch_loop_runs_on_another_event_source_unchanged() {
         batch_size: Some(40),
         ..RelayConfig::default()
     };
-    let relay = relay_over(
+    let (stop, running) = spawn_relay(
         &store,
         &source,
         Arc::clone(&publisher) as Arc<dyn Publisher>,
         &config,
     );
-    let stop = CancellationToken::new();
-    let running = tokio::spawn(relay.run(stop.clone()));
     let mut settled = false;
     for _ in 0..600 {
         if source.pending.lock().map(|p| p.is_empty()).unwrap_or(false) {
@@ -435,14 +450,12 @@ async fn the_batches_in_flight_stay_within_max_batch_bytes() {
         max_batch_bytes: MAX_BATCH_BYTES,
         ..RelayConfig::default()
     };
-    let relay = relay_over(
+    let (stop, running) = spawn_relay(
         &store,
         &source,
         Arc::clone(&publisher) as Arc<dyn Publisher>,
         &config,
     );
-    let stop = CancellationToken::new();
-    let running = tokio::spawn(relay.run(stop.clone()));
     // The loop sends what the bound allows, then waits on the broker.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let most_in_flight = publisher
@@ -508,14 +521,12 @@ async fn a_rebalance_keeping_every_lease_does_not_wait_for_acknowledgements() {
         publish_timeout: Duration::from_secs(1),
         ..RelayConfig::default()
     };
-    let relay = relay_over(
+    let (stop, running) = spawn_relay(
         &store,
         &source,
         Arc::clone(&publisher) as Arc<dyn Publisher>,
         &config,
     );
-    let stop = CancellationToken::new();
-    let running = tokio::spawn(relay.run(stop.clone()));
     let first_sent = eventually(|| publisher.handed_over.load(Ordering::SeqCst) == 1).await;
     // Past the renewal interval (1 s), so the loop has rebalanced since.
     tokio::time::sleep(Duration::from_millis(1_500)).await;
