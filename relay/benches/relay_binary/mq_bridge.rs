@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use outbox_testkit::ReplicationSlotGuard;
 
-use crate::keys::{KeyDistribution, Keys};
+use crate::keys::KeyDistribution;
 use crate::support::events::payload;
+use crate::writers::backlog_transactions;
 
 /// The version compared.
 pub(crate) const VERSION: &str = "1.2.0";
@@ -162,13 +163,9 @@ pub(crate) async fn write_queue_backlog(
     per_transaction: u64,
 ) -> Duration {
     let started = Instant::now();
-    let mut keys = Keys::new(distribution, 0x0b0c);
-    let mut sequence = 0;
-    while sequence < events {
-        let end = (sequence + per_transaction.max(1)).min(events);
+    for rows in backlog_transactions(distribution, events, per_transaction) {
         let mut transaction = pool.begin().await.expect("begin");
-        for number in sequence..end {
-            let aggregate_id = keys.next_aggregate();
+        for (aggregate_id, number) in rows {
             sqlx::query(INSERT)
                 .bind(payload(&aggregate_id, number, payload_bytes).into_bytes())
                 .execute(&mut *transaction)
@@ -176,7 +173,6 @@ pub(crate) async fn write_queue_backlog(
                 .expect("insert into mq-bridge's table");
         }
         transaction.commit().await.expect("commit");
-        sequence = end;
     }
     started.elapsed()
 }

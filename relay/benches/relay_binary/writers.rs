@@ -74,13 +74,9 @@ pub(crate) async fn write_backlog_in(
     per_transaction: u64,
 ) -> Duration {
     let started = Instant::now();
-    let mut keys = Keys::new(distribution, 0x0b0c);
-    let mut sequence = 0;
-    while sequence < events {
-        let end = (sequence + per_transaction.max(1)).min(events);
+    for rows in backlog_transactions(distribution, events, per_transaction) {
         let mut transaction = pool.begin().await.expect("begin");
-        for number in sequence..end {
-            let aggregate_id = keys.next_aggregate();
+        for (aggregate_id, number) in rows {
             let event = Written {
                 event_id: Uuid::now_v7(),
                 payload: payload(&aggregate_id, number, payload_bytes),
@@ -91,9 +87,26 @@ pub(crate) async fn write_backlog_in(
                 .expect("insert event");
         }
         transaction.commit().await.expect("commit");
-        sequence = end;
     }
     started.elapsed()
+}
+
+/// A backlog's transactions: events numbered from 0 to `events`, in runs
+/// of `per_transaction`, each with its aggregate drawn from
+/// `distribution` (the same draws for every backlog of that distribution).
+pub(crate) fn backlog_transactions(
+    distribution: KeyDistribution,
+    events: u64,
+    per_transaction: u64,
+) -> impl Iterator<Item = Vec<(String, u64)>> {
+    let mut keys = Keys::new(distribution, 0x0b0c);
+    let per_transaction = per_transaction.max(1);
+    (0..events.div_ceil(per_transaction)).map(move |run| {
+        let start = run * per_transaction;
+        (start..(start + per_transaction).min(events))
+            .map(|number| (keys.next_aggregate(), number))
+            .collect()
+    })
 }
 
 /// Events per transaction of a backlog of large payloads.
