@@ -98,13 +98,15 @@ async fn start(
     // Bind first: a taken port is a configuration error, reported before
     // anything connects or is claimed.
     let endpoint = HttpEndpoint::bind(config.http.listen).await?;
-    // A database that cannot stream is refused before the broker is
-    // reached and before anything is read.
+    // The publisher connects in the background while the database is
+    // opened and checked: start-up takes the longer of the two, not their
+    // sum. A database that cannot stream is refused before anything is
+    // read.
+    let publisher: Arc<dyn Publisher> = build_publisher(&broker_url, &config, tasks).await?;
     let logical = match &slot {
         Some(slot) => Some(open_logical_source(&database_url, slot, skip_migrate, &config).await?),
         None => None,
     };
-    let publisher: Arc<dyn Publisher> = build_publisher(&broker_url, &config, tasks).await?;
     let store = match &logical {
         Some((postgres, _)) => Arc::clone(postgres) as Arc<dyn OutboxStore>,
         None => open_polling_store(&database_url, skip_migrate).await?,
