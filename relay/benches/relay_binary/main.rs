@@ -367,7 +367,11 @@ fn drain_specs(settings: &Settings) -> Vec<(&'static str, DrainSpec)> {
 
 /// The raw client's records: `events` keys from `distribution`, each with
 /// a payload of `payload_bytes`.
-fn raw_records(distribution: KeyDistribution, events: u64, payload_bytes: usize) -> Vec<RawRecord> {
+pub(crate) fn raw_records(
+    distribution: KeyDistribution,
+    events: u64,
+    payload_bytes: usize,
+) -> Vec<RawRecord> {
     let mut keys = Keys::new(distribution, 0x0b0c);
     (0..events)
         .map(|sequence| {

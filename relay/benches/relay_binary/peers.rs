@@ -6,7 +6,10 @@
 //! the time runs until the queue holds every event. Relay and mq-bridge
 //! alternate, `--peer-pairs` pairs per mode: polling against mq-bridge's
 //! `sqlx` poll, then the logical source against its `postgres_cdc`, each
-//! slot made before the backlog.
+//! slot made before the backlog. Last, the raw lapin client's rate into
+//! the same kind of queue, over one channel and over four, and with bare
+//! messages as mq-bridge sends them: the broker's ceiling, which bounds
+//! both tools.
 
 mod report;
 
@@ -19,14 +22,24 @@ use crate::mq_bridge::{self, RouteInput, RunningRoute};
 use crate::queue_fill::{Fill, QueueWatch};
 use crate::relay::RunningRelay;
 use crate::source::SourceKind;
+use crate::support::raw_channels::{Properties, raw_lapin_channels};
 use crate::support::targets::amqp_target;
 use crate::writers::write_backlog_in;
-use crate::{DRAIN_LIMIT, Settings};
+use crate::{DRAIN_LIMIT, Settings, raw_records};
 use report::{print_peers, print_run};
 
 /// The backlog's aggregates and transactions.
 const AGGREGATES: u64 = 100;
 const TRANSACTIONS: u64 = 10;
+/// The broker's ceiling: the variants compared (channels, and what the
+/// messages carry), rounds, and the confirms outstanding per channel.
+const CEILING_VARIANTS: [(usize, Properties); 3] = [
+    (1, Properties::Relay),
+    (4, Properties::Relay),
+    (1, Properties::Bare),
+];
+const CEILING_ROUNDS: usize = 2;
+const CEILING_WINDOW: usize = 2_000;
 /// How often the bench checks that mq-bridge's process still runs.
 const ALIVE_EVERY: Duration = Duration::from_millis(100);
 
@@ -148,6 +161,48 @@ pub(crate) async fn peers(settings: &Settings) {
         modes.push((mode, pairs));
     }
     print_peers(settings, &peer, &modes);
+    broker_ceiling(settings, &peer).await;
+}
+
+/// The raw lapin client's rate on this broker, the backlog's records into
+/// one durable queue: with the relay's headers over one channel and over
+/// four (each aggregate on one channel), and bare (a `message_id` only, as
+/// mq-bridge sends) over one. What the broker takes bounds both tools.
+/// Alternates the variants, [`CEILING_ROUNDS`] times.
+async fn broker_ceiling(settings: &Settings, peer: &PeerSettings) {
+    let records = raw_records(peer.distribution(), peer.events, settings.payload_bytes);
+    let mut rates: Vec<(usize, Properties, f64)> = Vec::new();
+    for _ in 0..CEILING_ROUNDS {
+        for (channels, properties) in CEILING_VARIANTS {
+            let target = amqp_target("peers-ceiling").await;
+            let rate = raw_lapin_channels(
+                &settings.amqp_url,
+                &target.exchange,
+                &records,
+                CEILING_WINDOW,
+                channels,
+                properties,
+            )
+            .await;
+            target.remove().await;
+            rates.push((channels, properties, rate));
+        }
+    }
+    for (channels, properties) in CEILING_VARIANTS {
+        let measured: Vec<String> = rates
+            .iter()
+            .filter(|(used, carried, _)| (*used, *carried) == (channels, properties))
+            .map(|(_, _, rate)| format!("{rate:.0}"))
+            .collect();
+        let carried = match properties {
+            Properties::Relay => "the relay's headers",
+            Properties::Bare => "bare, message_id only",
+        };
+        println!(
+            "  the broker's ceiling: raw lapin, {channels} channel(s), {carried}, confirms: {} events/s",
+            measured.join(", ")
+        );
+    }
 }
 
 /// The relay binary on a fresh database and queue, from its process start

@@ -1,5 +1,5 @@
 //! Code the relay benchmarks share: the command line's flags, CPU
-//! sampling, the raw broker clients, consumers that stamp arrivals, the
+//! sampling, the raw broker clients (lapin also over several channels), consumers that stamp arrivals, the
 //! events' shape, a RabbitMQ target, the unit-test runner of a bench
 //! without a test harness, and (from the end-to-end tests' support) the
 //! relay binary as a child process with its HTTP endpoint.
@@ -15,5 +15,6 @@ pub mod http;
 #[path = "../../tests/support/process.rs"]
 pub mod process;
 pub mod raw;
+pub mod raw_channels;
 pub mod targets;
 pub mod unit_tests;

@@ -17,6 +17,7 @@ use super::cpu;
 use super::events::{EVENT_TYPE, attributes};
 
 /// One record of a raw run: its key (the aggregate id) and JSON payload.
+#[derive(Debug, Clone)]
 pub struct RawRecord {
     pub key: String,
     pub payload: String,
