@@ -10,10 +10,10 @@
 //! `in_flight.rs`), and the unmarked events with the batch being sent to
 //! as many again: past that, the fetch first waits for the oldest marks,
 //! which then need no exclusion at all. (The bound once also
-//! kept the message under one TLS record, 16 KB: sqlx sets no
+//! kept the message under one TLS record, 16 KB: sqlx 0.9.0 set no
 //! `TCP_NODELAY`, and a second record waited 40 ms for the server's
-//! delayed acknowledgement. The store now sets it; see
-//! `store/tcp_nodelay.rs`.)
+//! delayed acknowledgement. sqlx sets it again from 0.9.1;
+//! `tests/database_sockets.rs` checks it.)
 
 use std::sync::Arc;
 

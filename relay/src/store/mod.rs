@@ -39,7 +39,6 @@ mod postgres;
 pub(crate) mod rows;
 pub(crate) mod sql_store;
 mod sqlite;
-mod tcp_nodelay;
 mod types;
 
 use std::time::Duration;

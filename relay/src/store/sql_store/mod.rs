@@ -159,7 +159,6 @@ impl<D: Dialect> SqlStore<D> {
     /// As [`SqlStore::connect`].
     pub async fn connect_with(url: &str, connections: Connections) -> Result<Self, Error> {
         let options = D::connect_options(url).map_err(|error| super::invalid_url(url, error))?;
-        let addresses = super::tcp_nodelay::database_addresses(url).await;
         let mut pool = PoolOptions::<D::Database>::new()
             .max_connections(POOL_SIZE)
             .acquire_timeout(ACQUIRE_TIMEOUT);
@@ -169,14 +168,9 @@ impl<D: Dialect> SqlStore<D> {
                 .idle_timeout(None)
                 .max_lifetime(None);
         }
-        let pool = pool
-            // sqlx sets no TCP_NODELAY: see `store/tcp_nodelay.rs`.
-            .after_connect(move |_, _| {
-                super::tcp_nodelay::set_on_sockets_to(&addresses);
-                Box::pin(std::future::ready(Ok(())))
-            })
-            .connect_with(options)
-            .await?;
+        // sqlx (from 0.9.1) sets TCP_NODELAY on its sockets before the TLS
+        // handshake: `tests/database_sockets.rs` checks that it still does.
+        let pool = pool.connect_with(options).await?;
         Ok(SqlStore::new(pool))
     }
 
