@@ -66,7 +66,8 @@ sql_files!(
     index_exists,
     create_checkpoints,
     create_slot_backlogs,
-    lock_table_preparation
+    lock_table_preparation,
+    quiet_notices
 );
 
 /// Check that the database can stream, then create what the logical source
@@ -92,7 +93,11 @@ pub async fn prepare(pool: &PgPool, slot: &SlotName) -> Result<(), Error> {
 /// the catalog.
 pub(crate) async fn prepare_tables(pool: &PgPool) -> Result<(), Error> {
     let mut transaction = pool.begin().await?;
-    for statement in [sql::lock_table_preparation, sql::ensure_stream_lease] {
+    for statement in [
+        sql::quiet_notices,
+        sql::lock_table_preparation,
+        sql::ensure_stream_lease,
+    ] {
         sqlx::query(statement).execute(&mut *transaction).await?;
     }
     // CREATE INDEX locks the table against writers before it looks for the
