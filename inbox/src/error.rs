@@ -1,5 +1,7 @@
 //! The error type of the inbox crate.
 
+use outbox::broker::ClientError;
+
 /// A boxed error from user code (a handler).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -27,12 +29,16 @@ pub enum Error {
     Database(#[from] sqlx::Error),
 
     /// The Kafka client failed.
+    /// The client's error is an `rdkafka::error::KafkaError`
+    /// ([`ClientError::downcast_ref`]).
     #[error("kafka: {0}")]
-    Kafka(#[from] rdkafka::error::KafkaError),
+    Kafka(#[source] ClientError),
 
     /// The AMQP client failed.
+    /// The client's error is a `lapin::Error`
+    /// ([`ClientError::downcast_ref`]).
     #[error("amqp: {0}")]
-    Amqp(#[from] lapin::Error),
+    Amqp(#[source] ClientError),
 
     /// The broker did not take a dead letter: it nacked it, could not
     /// route it, or did not confirm it in time. The message stays
@@ -43,6 +49,18 @@ pub enum Error {
     /// A setting is out of range.
     #[error("invalid inbox setting: {0}")]
     Config(String),
+}
+
+impl Error {
+    /// The Kafka client's `error`.
+    pub(crate) fn kafka(error: rdkafka::error::KafkaError) -> Error {
+        Error::Kafka(ClientError::new(error))
+    }
+
+    /// The AMQP client's `error`.
+    pub(crate) fn amqp(error: lapin::Error) -> Error {
+        Error::Amqp(ClientError::new(error))
+    }
 }
 
 /// Why an incoming message is not a usable event. Such a message is

@@ -1,5 +1,7 @@
 //! The error type of the relay crate.
 
+use outbox::broker::ClientError;
+
 /// Everything that stops the relay or one of its commands.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -46,12 +48,10 @@ pub enum Error {
     DatabaseTimeout(String),
 
     /// The Kafka client failed outside of a single event's delivery.
+    /// The client's error is an `rdkafka::error::KafkaError`
+    /// ([`ClientError::downcast_ref`]).
     #[error("kafka: {0}")]
-    Kafka(#[from] rdkafka::error::KafkaError),
-
-    /// The AMQP client failed outside of a single event's delivery.
-    #[error("amqp: {0}")]
-    Amqp(#[from] lapin::Error),
+    Kafka(#[source] ClientError),
 
     /// Reading a file or writing to stdout failed.
     #[error("i/o: {0}")]
@@ -115,6 +115,11 @@ impl From<prometheus::Error> for Error {
 }
 
 impl Error {
+    /// The Kafka client's `error`.
+    pub(crate) fn kafka(error: rdkafka::error::KafkaError) -> Error {
+        Error::Kafka(ClientError::new(error))
+    }
+
     /// An invalid database or broker URL that says where its value came
     /// from (`source`: a flag, an environment variable); other errors as
     /// they are.

@@ -520,3 +520,32 @@ async fn recover_replaces_the_producer_and_checks_the_broker() {
         other => panic!("recover must fail on an unreachable broker: {other:?}"),
     }
 }
+
+/// A client option librdkafka refuses is `Error::Kafka`, which carries the
+/// client's error opaquely: its message is librdkafka's, and the
+/// `KafkaError` is reached by downcasting, not through a public field of
+/// `rdkafka`'s type.
+#[test]
+fn a_client_option_librdkafka_refuses_is_a_kafka_error_with_the_client_inside() {
+    let mut config = KafkaPublisherConfig::new(vec!["127.0.0.1:9".to_owned()]);
+    config
+        .client_options
+        .insert("no.such.property".to_owned(), "1".to_owned());
+    let error = match KafkaPublisher::new(config) {
+        Ok(_) => panic!("librdkafka accepted an option it does not have"),
+        Err(error) => error,
+    };
+    let outbox_relay::error::Error::Kafka(client) = &error else {
+        panic!("expected Error::Kafka, got {error:?}");
+    };
+    assert!(
+        error.to_string().contains("no.such.property"),
+        "the message names the option: {error}"
+    );
+    assert!(
+        client
+            .downcast_ref::<rdkafka::error::KafkaError>()
+            .is_some(),
+        "the client's error is librdkafka's: {client:?}"
+    );
+}

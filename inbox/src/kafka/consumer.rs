@@ -96,7 +96,7 @@ impl<DB: InboxBackend, H: Handler<DB>> KafkaInboxConsumer<DB, H> {
         let consumer: StreamConsumer<OffsetCommitContext> = config
             .consumer_config()
             .create_with_context(OffsetCommitContext::default())
-            .map_err(Error::Kafka)?;
+            .map_err(Error::kafka)?;
         let dead_letters = Arc::new(DeadLetterProducer::new(&config)?);
         let policy = Arc::new(DeliveryPolicy::new(inbox, handler, config.retry_schedule()));
         Ok(KafkaInboxConsumer {
@@ -137,7 +137,7 @@ impl<DB: InboxBackend, H: Handler<DB>> KafkaInboxConsumer<DB, H> {
             create_dead_letter_topics(&config, &dead_letters, &stop).await;
         }
         let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
-        consumer.subscribe(&topics).map_err(Error::Kafka)?;
+        consumer.subscribe(&topics).map_err(Error::kafka)?;
         tracing::info!(
             group_id = %config.group_id,
             topics = ?config.topics,

@@ -46,11 +46,11 @@ impl DeadLetterProducer {
         let producer: FutureProducer<LogContext> = config
             .producer_config()
             .create_with_context(LogContext)
-            .map_err(Error::Kafka)?;
+            .map_err(Error::kafka)?;
         let admin: AdminClient<LogContext> = config
             .admin_config()
             .create_with_context(LogContext)
-            .map_err(Error::Kafka)?;
+            .map_err(Error::kafka)?;
         Ok(DeadLetterProducer {
             producer,
             admin,
@@ -81,13 +81,13 @@ impl DeadLetterProducer {
             .admin
             .create_topics([&new_topic], &options)
             .await
-            .map_err(Error::Kafka)?;
+            .map_err(Error::kafka)?;
         for result in results {
             match result {
                 Ok(_) => tracing::info!(topic, "created the dead-letter topic"),
                 Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
                 Err((_, code)) => {
-                    return Err(Error::Kafka(KafkaError::AdminOp(code)));
+                    return Err(Error::kafka(KafkaError::AdminOp(code)));
                 }
             }
         }
@@ -139,7 +139,7 @@ impl DeadLetterProducer {
         self.producer
             .send(record, SEND_TIMEOUT)
             .await
-            .map_err(|(error, _)| Error::Kafka(error))?;
+            .map_err(|(error, _)| Error::kafka(error))?;
         Ok(topic)
     }
 }

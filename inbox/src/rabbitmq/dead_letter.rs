@@ -117,7 +117,7 @@ async fn publish_confirmed(
         confirm.await
     };
     let confirmation = match tokio::time::timeout(timeout, publishing).await {
-        Ok(answer) => answer?,
+        Ok(answer) => answer.map_err(Error::amqp)?,
         Err(_elapsed) => {
             return Err(Error::DeadLetter(
                 ConfirmFailure::NoConfirm { timeout }.to_string(),

@@ -87,8 +87,8 @@ pub(crate) async fn open_session(
     };
     match tokio::time::timeout(config.connect_timeout, opening).await {
         Ok(Ok(session)) => Ok(session),
-        Ok(Err(error)) => Err(Error::Amqp(error)),
-        Err(_elapsed) => Err(Error::Amqp(lapin::Error::from(std::io::Error::new(
+        Ok(Err(error)) => Err(Error::amqp(error)),
+        Err(_elapsed) => Err(Error::amqp(lapin::Error::from(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
             format!(
                 "rabbitmq at {} did not answer within {} ms",

@@ -69,7 +69,9 @@ pub(super) fn create_producer(
     let context = RelayContext {
         connected: Arc::clone(connected),
     };
-    Ok(config.create_with_context(context)?)
+    config
+        .create_with_context(context)
+        .map_err(crate::error::Error::kafka)
 }
 
 impl KafkaPublisher {
@@ -100,7 +102,7 @@ impl KafkaPublisher {
         };
         match RDKafkaErrorCode::from(code) {
             RDKafkaErrorCode::NoError => Ok(()),
-            other => Err(crate::error::Error::Kafka(KafkaError::MessageProduction(
+            other => Err(crate::error::Error::kafka(KafkaError::MessageProduction(
                 other,
             ))),
         }
@@ -127,7 +129,7 @@ impl KafkaPublisher {
             }
             Err(error) => {
                 self.connected.store(false, Ordering::Relaxed);
-                Err(crate::error::Error::Kafka(error))
+                Err(crate::error::Error::kafka(error))
             }
         }
     }
