@@ -2,7 +2,6 @@
 //! anew when its state is broken, the admin client that creates topics,
 //! and the connection state they report.
 
-use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 
@@ -79,14 +78,16 @@ impl KafkaPublisher {
     /// fenced or out-of-sequence idempotent producer would be, through
     /// librdkafka's own test hook (`rd_kafka_test_fatal_error`). Meant for
     /// fault-injection tests of the recovery path: the next publish fails
-    /// as unavailable and replaces the producer.
+    /// as unavailable and replaces the producer. Only with the `test-util`
+    /// feature.
     ///
     /// # Errors
     /// [`crate::error::Error::Config`] when `reason` contains a NUL byte, and
     /// [`crate::error::Error::Kafka`] when the producer is already in a fatal
     /// error state.
+    #[cfg(feature = "test-util")]
     pub fn inject_fatal_error(&self, reason: &str) -> Result<(), crate::error::Error> {
-        let reason = CString::new(reason).map_err(|_| crate::error::Error::Config {
+        let reason = std::ffi::CString::new(reason).map_err(|_| crate::error::Error::Config {
             path: "inject_fatal_error".to_owned(),
             reason: "the reason contains a NUL byte".to_owned(),
         })?;
