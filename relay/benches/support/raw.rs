@@ -194,6 +194,26 @@ pub async fn amqp_confirm_channel(amqp_url: &str, exchange: &str) -> (Connection
     (connection, channel, warm_id)
 }
 
+/// What each AMQP message carries beside its payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Properties {
+    /// The relay's: persistent, its properties and `cloudEvents:*` headers.
+    Relay,
+    /// Persistent, with a `message_id` and nothing else, as mq-bridge sends.
+    Bare,
+}
+
+impl Properties {
+    fn of(self, event_id: &Uuid, key: &str) -> BasicProperties {
+        match self {
+            Properties::Relay => amqp_properties(event_id, key),
+            Properties::Bare => BasicProperties::default()
+                .with_delivery_mode(2)
+                .with_message_id(ShortString::from(event_id.to_string())),
+        }
+    }
+}
+
 /// Plain lapin: publisher confirms, mandatory, persistent, the relay's
 /// properties and headers; at most `window` confirms outstanding.
 pub async fn raw_lapin(
@@ -208,6 +228,29 @@ pub async fn raw_lapin(
 
     let cpu_before = cpu::sample(std::process::id(), broker_processes);
     let started = Instant::now();
+    let acknowledged =
+        publish_confirmed(&channel, exchange, records, &ids, window, Properties::Relay).await;
+    let elapsed = started.elapsed();
+    let spent = cpu_before.until(&cpu::sample(std::process::id(), broker_processes));
+    let _ = connection.close(200, "bye".into()).await;
+    RawRate {
+        rate: acknowledged as f64 / elapsed.as_secs_f64(),
+        acknowledged,
+        cpu: spent,
+    }
+}
+
+/// Publish `records` (with `ids`, their event ids) on `channel`, in order,
+/// with `properties`, at most `window` confirms outstanding; returns how
+/// many were acknowledged. A nack or a returned message panics.
+pub async fn publish_confirmed(
+    channel: &Channel,
+    exchange: &str,
+    records: &[RawRecord],
+    ids: &[Uuid],
+    window: usize,
+    properties: Properties,
+) -> u64 {
     let mut confirms = VecDeque::new();
     let mut acknowledged = 0u64;
     let mut check = |confirmation: lapin::Confirmation| {
@@ -217,14 +260,14 @@ pub async fn raw_lapin(
         );
         acknowledged += 1;
     };
-    for (record, event_id) in records.iter().zip(&ids) {
+    for (record, event_id) in records.iter().zip(ids) {
         let confirm = channel
             .basic_publish(
                 exchange.into(),
                 EVENT_TYPE.into(),
                 AMQP_PUBLISH,
                 record.payload.as_bytes(),
-                amqp_properties(event_id, &record.key),
+                properties.of(event_id, &record.key),
             )
             .await
             .expect("publish");
@@ -238,12 +281,5 @@ pub async fn raw_lapin(
     while let Some(confirm) = confirms.pop_front() {
         check(confirm.await.expect("confirm"));
     }
-    let elapsed = started.elapsed();
-    let spent = cpu_before.until(&cpu::sample(std::process::id(), broker_processes));
-    let _ = connection.close(200, "bye".into()).await;
-    RawRate {
-        rate: acknowledged as f64 / elapsed.as_secs_f64(),
-        acknowledged,
-        cpu: spent,
-    }
+    acknowledged
 }
