@@ -5,11 +5,10 @@
 
 use std::future::Future;
 
+use sqlx::Pool;
 use sqlx::migrate::Migrator;
-use sqlx::{MySql, MySqlConnection, PgConnection, Pool, Postgres, Sqlite, SqliteConnection};
 
 use crate::Error;
-use crate::migration_lock::{migrate_mysql, migrate_postgres, migrate_sqlite};
 
 /// Name of the table in which `outbox` records its applied migrations. It is
 /// not sqlx's default, so the application's own sqlx migrations can share
@@ -18,8 +17,11 @@ pub const MIGRATIONS_TABLE: &str = "_outbox_migrations";
 
 mod sealed {
     pub trait Sealed {}
+    #[cfg(feature = "postgres")]
     impl Sealed for sqlx::Postgres {}
+    #[cfg(feature = "mysql")]
     impl Sealed for sqlx::MySql {}
+    #[cfg(feature = "sqlite")]
     impl Sealed for sqlx::Sqlite {}
 }
 
@@ -28,6 +30,14 @@ mod sealed {
 ///
 /// The trait is sealed; its methods are the backend-specific statements
 /// behind [`enqueue`](crate::enqueue) and [`migrate`](crate::migrate).
+///
+/// Each database is behind the feature of its name (`postgres`, `mysql`,
+/// `sqlite`); a pool of a database whose feature is off does not compile,
+/// and the compiler's message names the feature.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an outbox database in this build",
+    note = "turn on the `outbox` crate's feature for this database: `postgres`, `mysql` or `sqlite`"
+)]
 pub trait Backend: sqlx::Database + sealed::Sealed {
     /// The embedded migrations of this backend, recording themselves in
     /// [`MIGRATIONS_TABLE`].
@@ -49,6 +59,7 @@ pub trait Backend: sqlx::Database + sealed::Sealed {
 }
 
 /// Set the outbox's migrations table on a migrator built by `sqlx::migrate!`.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 fn with_outbox_table(mut migrator: Migrator) -> Migrator {
     migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
     migrator
@@ -56,6 +67,7 @@ fn with_outbox_table(mut migrator: Migrator) -> Migrator {
 
 /// Implement [`Backend`] for one database; the statements differ by backend
 /// only in the SQL files they load, and migrations in the lock they hold.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 macro_rules! impl_backend {
     ($database:ty, $connection:ty, $dir:literal, $migrations:literal, $migrate_locked:path) => {
         impl Backend for $database {
@@ -87,24 +99,27 @@ macro_rules! impl_backend {
     };
 }
 
+#[cfg(feature = "postgres")]
 impl_backend!(
-    Postgres,
-    PgConnection,
+    sqlx::Postgres,
+    sqlx::PgConnection,
     "postgres",
     "migrations/postgres",
-    migrate_postgres
+    crate::migration_lock::migrate_postgres
 );
+#[cfg(feature = "mysql")]
 impl_backend!(
-    MySql,
-    MySqlConnection,
+    sqlx::MySql,
+    sqlx::MySqlConnection,
     "mysql",
     "migrations/mysql",
-    migrate_mysql
+    crate::migration_lock::migrate_mysql
 );
+#[cfg(feature = "sqlite")]
 impl_backend!(
-    Sqlite,
-    SqliteConnection,
+    sqlx::Sqlite,
+    sqlx::SqliteConnection,
     "sqlite",
     "migrations/sqlite",
-    migrate_sqlite
+    crate::migration_lock::migrate_sqlite
 );

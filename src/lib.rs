@@ -48,7 +48,6 @@ mod backend;
 #[cfg(feature = "backoff")]
 pub mod backoff;
 mod begin_transaction;
-#[cfg(any(feature = "kafka", feature = "rabbitmq"))]
 pub mod broker;
 mod error;
 mod event;

@@ -56,6 +56,10 @@ pub async fn migrate<DB: Backend>(pool: &Pool<DB>) -> Result<(), Error> {
 /// [`MigrateError::VersionMissing`] for an applied migration this release
 /// does not ship, [`MigrateError::VersionMismatch`] for one that differs
 /// from the shipped one, or the failure of a migration.
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    allow(dead_code)
+)]
 pub(crate) async fn apply_missing<C: Migrate + Send>(
     connection: &mut C,
     migrator: &Migrator,

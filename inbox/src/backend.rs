@@ -4,12 +4,19 @@
 use std::future::Future;
 use std::time::Duration;
 
-use sqlx::{MySql, MySqlConnection, PgConnection, Pool, Postgres, Sqlite, SqliteConnection};
+use sqlx::Pool;
 
 /// A database the inbox runs on: PostgreSQL, MySQL / MariaDB or SQLite.
 ///
+/// Each database is behind the feature of its name (`postgres`, `mysql`,
+/// `sqlite`).
+///
 /// Sealed through [`outbox::Backend`]: only the three databases implement
 /// that sealed trait, and this crate implements `InboxBackend` for each.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an inbox database in this build",
+    note = "turn on the `outbox-inbox` crate's feature for this database: `postgres`, `mysql` or `sqlite`"
+)]
 pub trait InboxBackend: outbox::Backend {
     /// Insert `(consumer, event_id)` unless present; `true` when inserted.
     #[doc(hidden)]
@@ -42,6 +49,7 @@ pub enum PruneRule {
 
 /// Implement [`InboxBackend`] for one database; the statements differ by
 /// backend only in the SQL files they load.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 macro_rules! impl_inbox_backend {
     ($database:ty, $connection:ty, $dir:literal) => {
         impl InboxBackend for $database {
@@ -86,6 +94,9 @@ macro_rules! impl_inbox_backend {
     };
 }
 
-impl_inbox_backend!(Postgres, PgConnection, "postgres");
-impl_inbox_backend!(MySql, MySqlConnection, "mysql");
-impl_inbox_backend!(Sqlite, SqliteConnection, "sqlite");
+#[cfg(feature = "postgres")]
+impl_inbox_backend!(sqlx::Postgres, sqlx::PgConnection, "postgres");
+#[cfg(feature = "mysql")]
+impl_inbox_backend!(sqlx::MySql, sqlx::MySqlConnection, "mysql");
+#[cfg(feature = "sqlite")]
+impl_inbox_backend!(sqlx::Sqlite, sqlx::SqliteConnection, "sqlite");

@@ -53,11 +53,13 @@ pub enum Error {
 
 impl Error {
     /// The Kafka client's `error`.
+    #[cfg(feature = "kafka")]
     pub(crate) fn kafka(error: rdkafka::error::KafkaError) -> Error {
         Error::Kafka(ClientError::new(error))
     }
 
     /// The AMQP client's `error`.
+    #[cfg(feature = "rabbitmq")]
     pub(crate) fn amqp(error: lapin::Error) -> Error {
         Error::Amqp(ClientError::new(error))
     }

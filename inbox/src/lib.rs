@@ -15,14 +15,18 @@
 //! it continues the producer's trace from the message's W3C `traceparent`.
 
 mod backend;
+#[cfg(any(feature = "kafka", feature = "rabbitmq"))]
 mod consumer;
 mod error;
 mod handler;
 mod inbox;
 mod incoming;
+#[cfg(feature = "kafka")]
 pub mod kafka;
+#[cfg(any(feature = "kafka", feature = "rabbitmq"))]
 mod policy;
 mod prune;
+#[cfg(feature = "rabbitmq")]
 pub mod rabbitmq;
 mod stats;
 mod trace_context;

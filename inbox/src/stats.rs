@@ -1,8 +1,6 @@
 //! [`ConsumerStats`]: what a broker consumer did, with one meaning for the
 //! Kafka and the RabbitMQ adapter.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 /// What an inbox consumer did during one `run`, returned by
 /// [`KafkaInboxConsumer::run`](crate::kafka::KafkaInboxConsumer::run) and
 /// [`RabbitMqInboxConsumer::run`](crate::rabbitmq::RabbitMqInboxConsumer::run).
@@ -47,48 +45,5 @@ impl ConsumerStats {
     /// Messages finished: `processed + duplicates + dead_lettered`.
     pub fn finished(&self) -> u64 {
         self.processed + self.duplicates + self.dead_lettered
-    }
-}
-
-/// The counters behind [`ConsumerStats`], shared by the tasks of one
-/// consumer.
-#[derive(Debug, Default)]
-pub(crate) struct StatsCounters {
-    processed: AtomicU64,
-    duplicates: AtomicU64,
-    dead_lettered: AtomicU64,
-    retried: AtomicU64,
-    database_outages: AtomicU64,
-}
-
-impl StatsCounters {
-    pub(crate) fn count_processed(&self) {
-        self.processed.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn count_duplicate(&self) {
-        self.duplicates.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn count_dead_lettered(&self) {
-        self.dead_lettered.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn count_retry(&self) {
-        self.retried.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn count_database_outage(&self) {
-        self.database_outages.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn snapshot(&self) -> ConsumerStats {
-        ConsumerStats {
-            processed: self.processed.load(Ordering::Relaxed),
-            duplicates: self.duplicates.load(Ordering::Relaxed),
-            dead_lettered: self.dead_lettered.load(Ordering::Relaxed),
-            retried: self.retried.load(Ordering::Relaxed),
-            database_outages: self.database_outages.load(Ordering::Relaxed),
-        }
     }
 }

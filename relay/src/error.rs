@@ -34,6 +34,20 @@ pub enum Error {
         reason: String,
     },
 
+    /// The configuration asks for something this build of the relay was
+    /// compiled without: a database, a broker or the WAL source.
+    #[error(
+        "{needed_for} needs the `{feature}` feature of outbox-relay, and this build was compiled \
+         without it; build with `--features {feature}` (the default features include it)"
+    )]
+    FeatureNotBuilt {
+        /// The Cargo feature: `postgres`, `mysql`, `sqlite`, `kafka`,
+        /// `rabbitmq` or `logical`.
+        feature: &'static str,
+        /// What asked for it, e.g. `--broker kafka://localhost:9092`.
+        needed_for: String,
+    },
+
     /// The outbox schema could not be created or upgraded.
     #[error(transparent)]
     Schema(#[from] outbox::Error),
@@ -116,8 +130,26 @@ impl From<prometheus::Error> for Error {
 
 impl Error {
     /// The Kafka client's `error`.
+    #[cfg(feature = "kafka")]
     pub(crate) fn kafka(error: rdkafka::error::KafkaError) -> Error {
         Error::Kafka(ClientError::new(error))
+    }
+
+    /// [`Error::FeatureNotBuilt`] unless `built`, the value of
+    /// `cfg!(feature = ...)` for `feature`.
+    pub(crate) fn require_feature(
+        feature: &'static str,
+        built: bool,
+        needed_for: impl FnOnce() -> String,
+    ) -> Result<(), Error> {
+        if built {
+            Ok(())
+        } else {
+            Err(Error::FeatureNotBuilt {
+                feature,
+                needed_for: needed_for(),
+            })
+        }
     }
 
     /// An invalid database or broker URL that says where its value came

@@ -25,6 +25,7 @@
 /// gives `sql::wal_level` from `sql/wal_level.sql`, and
 /// `sql_files!(fenced_hold = stream_lease_fence + hold_events)` gives
 /// `sql::fenced_hold`, the two files one after the other.
+#[cfg_attr(not(feature = "logical"), allow(unused_macros))]
 macro_rules! sql_files {
     ($($name:ident $(= $first:ident + $then:ident)?),+ $(,)?) => {
         /// The statements of this folder's `sql/` files, named after them.

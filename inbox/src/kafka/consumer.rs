@@ -16,12 +16,12 @@ use super::lanes::MessageLanes;
 use super::message::ReceivedMessage;
 use super::offset_commits::{ClosingGuard, OffsetCommitContext, commit, commit_all};
 use crate::backend::InboxBackend;
+use crate::consumer::BackgroundPruning;
 use crate::consumer::log_consumer_stopped;
 use crate::error::Error;
 use crate::handler::Handler;
 use crate::inbox::Inbox;
 use crate::policy::DeliveryPolicy;
-use crate::prune::BackgroundPruning;
 use crate::stats::ConsumerStats;
 
 /// Pause after a failed fetch, so a broken connection is not a hot loop.

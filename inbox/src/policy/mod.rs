@@ -41,11 +41,12 @@ use self::attempt::AttemptResult;
 pub(crate) use self::attempt::panic_message;
 pub(crate) use self::backoff::RetrySchedule;
 use crate::backend::InboxBackend;
+use crate::consumer::StatsCounters;
 use crate::error::{DecodeError, Error};
 use crate::handler::Handler;
 use crate::inbox::{Inbox, Outcome};
 use crate::incoming::IncomingEvent;
-use crate::stats::{ConsumerStats, StatsCounters};
+use crate::stats::ConsumerStats;
 use crate::trace_context::handler_span;
 
 /// One message as a broker adapter hands it to the [`DeliveryPolicy`].

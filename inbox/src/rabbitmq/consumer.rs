@@ -10,12 +10,12 @@ use super::config::RabbitMqConsumerConfig;
 use super::dead_letter::DeadLetterExchange;
 use super::session::{Session, SessionEnd, consume, open_session};
 use crate::backend::InboxBackend;
+use crate::consumer::BackgroundPruning;
 use crate::consumer::log_consumer_stopped;
 use crate::error::Error;
 use crate::handler::Handler;
 use crate::inbox::Inbox;
 use crate::policy::DeliveryPolicy;
-use crate::prune::BackgroundPruning;
 use crate::stats::ConsumerStats;
 
 /// Consumes a RabbitMQ queue into an [`Inbox`]; see the

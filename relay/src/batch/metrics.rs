@@ -83,10 +83,14 @@ pub struct RelayMetrics {
     dead: IntGauge,
     leases_held: IntGauge,
     client_rebuilds: IntCounter,
+    #[cfg_attr(not(feature = "logical"), allow(dead_code))]
     slot_lag: IntGauge,
+    #[cfg_attr(not(feature = "logical"), allow(dead_code))]
     slot_retained_wal: IntGauge,
+    #[cfg_attr(not(feature = "logical"), allow(dead_code))]
     slot_confirmed: IntGauge,
     slot_backlog: IntGauge,
+    #[cfg_attr(not(feature = "logical"), allow(dead_code))]
     stream_unsettled: IntGauge,
 }
 
@@ -306,6 +310,7 @@ impl RelayMetrics {
     }
 
     /// Refresh the gauges of the logical source's slot and stream.
+    #[cfg(feature = "logical")]
     pub fn set_slot(&self, slot: &crate::source::logical::SlotStatus, unsettled_events: usize) {
         self.slot_lag.set(slot.lag_bytes);
         self.slot_retained_wal.set(slot.retained_wal_bytes);

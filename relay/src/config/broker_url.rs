@@ -54,13 +54,46 @@ impl BrokerUrl {
     /// # Errors
     ///
     /// [`Error::InvalidBrokerUrl`], with the password masked and a reason
-    /// that names what is wrong and what is accepted.
+    /// that names what is wrong and what is accepted;
+    /// [`Error::FeatureNotBuilt`] for a broker (or `amqps://`) this build
+    /// was compiled without.
     pub fn parse(input: &str) -> Result<Self, Error> {
         let trimmed = input.trim();
-        parse_broker(trimmed).map_err(|reason| Error::InvalidBrokerUrl {
+        let broker = parse_broker(trimmed).map_err(|reason| Error::InvalidBrokerUrl {
             url: mask_password(trimmed),
             reason,
-        })
+        })?;
+        broker.check_built()?;
+        Ok(broker)
+    }
+
+    /// [`Error::FeatureNotBuilt`] when this build cannot publish to the
+    /// broker.
+    pub(crate) fn check_built(&self) -> Result<(), Error> {
+        let needed_for = || format!("--broker {self}");
+        match self {
+            BrokerUrl::Kafka { .. } => {
+                Error::require_feature(self.feature(), cfg!(feature = "kafka"), needed_for)
+            }
+            BrokerUrl::Amqp { url } => {
+                Error::require_feature(self.feature(), cfg!(feature = "rabbitmq"), needed_for)?;
+                let secure = url
+                    .get(..6)
+                    .is_some_and(|scheme| scheme.eq_ignore_ascii_case("amqps:"));
+                Error::require_feature("tls", !secure || cfg!(feature = "tls"), needed_for)
+            }
+            BrokerUrl::Stdout => Ok(()),
+        }
+    }
+
+    /// The Cargo feature that builds this broker's publisher (`stdout` is
+    /// always built).
+    pub(crate) fn feature(&self) -> &'static str {
+        match self {
+            BrokerUrl::Kafka { .. } => "kafka",
+            BrokerUrl::Amqp { .. } => "rabbitmq",
+            BrokerUrl::Stdout => "stdout",
+        }
     }
 
     /// The broker's kind, for logs: `kafka`, `amqp` or `stdout`.

@@ -13,7 +13,13 @@ pub use outbox::mask_password;
 
 use crate::error::Error;
 use crate::source::OutboxStore;
-use crate::store::{Connections, MySqlStore, PostgresStore, SqliteStore};
+use crate::store::Connections;
+#[cfg(feature = "mysql")]
+use crate::store::MySqlStore;
+#[cfg(feature = "postgres")]
+use crate::store::PostgresStore;
+#[cfg(feature = "sqlite")]
+use crate::store::SqliteStore;
 
 /// The database the relay runs on when neither `--database-url` nor the
 /// environment names one.
@@ -52,12 +58,27 @@ impl DatabaseUrl {
     /// # Errors
     ///
     /// [`Error::InvalidDatabaseUrl`], with the password masked and a reason
-    /// that names what is wrong and what is accepted.
+    /// that names what is wrong and what is accepted;
+    /// [`Error::FeatureNotBuilt`] for a database this build was compiled
+    /// without.
     pub fn parse(input: &str) -> Result<Self, Error> {
-        parse_database_url(input.trim()).map_err(|reason| Error::InvalidDatabaseUrl {
+        let url = parse_database_url(input.trim()).map_err(|reason| Error::InvalidDatabaseUrl {
             url: mask_password(input.trim()),
             reason,
-        })
+        })?;
+        url.check_built()?;
+        Ok(url)
+    }
+
+    /// [`Error::FeatureNotBuilt`] when this build has no driver for the
+    /// database.
+    pub(crate) fn check_built(&self) -> Result<(), Error> {
+        let built = match self {
+            DatabaseUrl::Postgres(_) => cfg!(feature = "postgres"),
+            DatabaseUrl::MySql(_) => cfg!(feature = "mysql"),
+            DatabaseUrl::Sqlite(_) => cfg!(feature = "sqlite"),
+        };
+        Error::require_feature(self.backend(), built, || format!("the database URL {self}"))
     }
 
     /// The URL to connect with, password included. Never log this; log the
@@ -297,15 +318,30 @@ impl<'a> UrlParts<'a> {
 /// # Errors
 /// [`Error::InvalidDatabaseUrl`] for options sqlx rejects;
 /// [`Error::Database`] when the database cannot be reached.
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    allow(unused_variables, unreachable_code)
+)]
 pub async fn open_store(
     url: &DatabaseUrl,
     connections: Connections,
 ) -> Result<Arc<dyn OutboxStore>, Error> {
     Ok(match url {
+        #[cfg(feature = "postgres")]
         DatabaseUrl::Postgres(text) => {
             Arc::new(PostgresStore::connect_with(text, connections).await?)
         }
+        #[cfg(feature = "mysql")]
         DatabaseUrl::MySql(text) => Arc::new(MySqlStore::connect_with(text, connections).await?),
+        #[cfg(feature = "sqlite")]
         DatabaseUrl::Sqlite(text) => Arc::new(SqliteStore::connect_with(text, connections).await?),
+        // A variant whose driver this build lacks.
+        #[allow(unreachable_patterns)]
+        _ => {
+            return Err(Error::FeatureNotBuilt {
+                feature: url.backend(),
+                needed_for: format!("the database URL {url}"),
+            });
+        }
     })
 }

@@ -48,7 +48,7 @@ pub use relay_settings::relay_settings;
 
 use diagnostics::describe_toml_error;
 
-pub use crate::publish::rabbitmq::RoutingKey;
+pub use crate::publish::RoutingKey;
 pub use crate::source::DEFAULT_MAX_BATCH_BYTES;
 
 /// Events per batch when polling, unless `batch_size` says otherwise.
@@ -169,7 +169,7 @@ impl Default for RelayConfig {
             shutdown_timeout: Duration::from_secs(30),
             handover_after: None,
             source: EventSourceKind::default(),
-            slot: crate::source::logical::DEFAULT_SLOT.to_owned(),
+            slot: crate::source::DEFAULT_SLOT.to_owned(),
             instance_id: None,
             retry: RetryConfig::default(),
             dead_letter: DeadLetterConfig::default(),

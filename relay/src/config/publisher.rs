@@ -6,7 +6,9 @@ use crate::config::RelayConfig;
 use crate::config::broker_url::BrokerUrl;
 use crate::error::Error;
 use crate::publish::Publisher;
+#[cfg(feature = "kafka")]
 use crate::publish::kafka::{KafkaPublisher, KafkaPublisherConfig};
+#[cfg(feature = "rabbitmq")]
 use crate::publish::rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};
 use crate::publish::stdout::StdoutPublisher;
 use crate::tasks::Tasks;
@@ -15,16 +17,23 @@ use crate::tasks::Tasks;
 /// relay claims anything.
 ///
 /// # Errors
-/// A client option the broker client rejects, or a broker it cannot reach.
+/// A client option the broker client rejects, or a broker it cannot reach;
+/// [`Error::FeatureNotBuilt`] for a broker this build was compiled without.
 ///
 /// The publisher's background work runs on `tasks`.
+#[cfg_attr(
+    not(any(feature = "kafka", feature = "rabbitmq")),
+    allow(unused_variables)
+)]
 pub async fn build_publisher(
     broker: &BrokerUrl,
     config: &RelayConfig,
     tasks: &Tasks,
 ) -> Result<Arc<dyn Publisher>, Error> {
+    broker.check_built()?;
     match broker {
         BrokerUrl::Stdout => Ok(Arc::new(StdoutPublisher::new())),
+        #[cfg(feature = "kafka")]
         BrokerUrl::Kafka { brokers } => {
             let mut kafka = KafkaPublisherConfig::new(brokers.clone());
             kafka.message_timeout = config.kafka.message_timeout;
@@ -36,6 +45,7 @@ pub async fn build_publisher(
                 KafkaPublisher::new(kafka)?.with_tasks(tasks.clone()),
             ))
         }
+        #[cfg(feature = "rabbitmq")]
         BrokerUrl::Amqp { url } => {
             let mut amqp = RabbitMqPublisherConfig::new(url.clone());
             amqp.confirm_timeout = config.amqp.confirm_timeout;
@@ -66,5 +76,11 @@ pub async fn build_publisher(
             });
             Ok(publisher)
         }
+        // A broker this build lacks; `check_built` refused it above.
+        #[allow(unreachable_patterns)]
+        _ => Err(Error::FeatureNotBuilt {
+            feature: broker.feature(),
+            needed_for: format!("--broker {broker}"),
+        }),
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::RelayConfig;
 use super::diagnostics::Problem;
 use super::duration::format_duration;
+#[cfg(feature = "kafka")]
 use crate::publish::kafka::check_client_option;
 
 /// The smallest `max_batch_bytes`: 64 KiB.
@@ -62,7 +63,7 @@ impl RelayConfig {
             "the idle poll backs off from poll_interval_min up to poll_interval_max",
         )?;
         check_positive(&["shutdown_timeout"], self.shutdown_timeout)?;
-        if let Err(error) = crate::source::logical::SlotName::parse(&self.slot) {
+        if let Err(error) = crate::source::SlotName::parse(&self.slot) {
             return Err(Problem::new(&["slot"], error.to_string()));
         }
         if let Some(handover_after) = self.handover_after
@@ -136,6 +137,8 @@ impl RelayConfig {
                 ));
             }
         }
+        // A build without Kafka reads `[kafka]` but never uses it.
+        #[cfg(feature = "kafka")]
         for (name, value) in &kafka.options {
             check_kafka_option(name, value)?;
         }
@@ -196,6 +199,7 @@ fn check_instance_id(instance_id: &str) -> Result<(), Problem> {
 /// Refuses librdkafka settings that the relay owns, and those that would
 /// weaken the Kafka publisher's guarantee (see
 /// [`check_client_option`]).
+#[cfg(feature = "kafka")]
 fn check_kafka_option(name: &str, value: &str) -> Result<(), Problem> {
     let field = ["kafka", "options", name];
     let reason = match name {
@@ -259,6 +263,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "kafka")]
     fn kafka_options_that_weaken_the_publisher_guarantee_are_refused_with_their_line() {
         for (option, expected) in [
             (

@@ -32,10 +32,9 @@ use sqlx::{AssertSqlSafe, PgPool, Row};
 
 use super::lease::OperatorLease;
 use crate::error::Error;
+use crate::source::SlotName;
 use crate::source::logical::pgoutput::{Change, PgOutputDecoder};
-use crate::source::logical::slot::{
-    SlotName, drop_publication_statement, missing_slot_error, slot_status,
-};
+use crate::source::logical::slot::{drop_publication_statement, missing_slot_error, slot_status};
 
 sql_files!(
     leave_bound,

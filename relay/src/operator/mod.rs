@@ -18,23 +18,37 @@
 //! [`OperatorStore`](crate::store::OperatorStore).
 
 mod backlog;
+#[cfg(feature = "logical")]
 mod backlog_logical;
+#[cfg(feature = "logical")]
 mod lease;
+#[cfg(feature = "logical")]
 mod leave_logical;
+#[cfg(feature = "logical")]
 mod recover_slot;
 mod replay;
+#[cfg(feature = "logical")]
 mod replay_streamed;
 mod retention;
+#[cfg(feature = "logical")]
 mod retention_streamed;
+#[cfg(feature = "logical")]
 mod slot_monitor;
 
 pub use backlog::{BacklogSource, TableBacklog};
+#[cfg(feature = "logical")]
 pub use backlog_logical::{LogicalCounts, logical_status};
+#[cfg(feature = "logical")]
 pub use lease::OPERATOR_LEASE;
+#[cfg(feature = "logical")]
 pub use leave_logical::{LeftLogical, leave_logical};
+#[cfg(feature = "logical")]
 pub use recover_slot::{SlotRecovery, recover_slot};
 pub use replay::{ReplaySource, ReplayTime, replay, resolve_window};
+#[cfg(feature = "logical")]
 pub use replay_streamed::{StreamedReplay, unconfirmed_in_window};
 pub use retention::{RetentionSettings, run_retention, run_retention_pass};
+#[cfg(feature = "logical")]
 pub use retention_streamed::{run_logical_retention, run_logical_retention_pass};
+#[cfg(feature = "logical")]
 pub use slot_monitor::{SLOT_REPORT_INTERVAL, report_slot};

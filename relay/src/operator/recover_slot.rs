@@ -30,9 +30,10 @@ use sqlx::PgPool;
 
 use super::lease::OperatorLease;
 use crate::error::Error;
+use crate::source::SlotName;
 use crate::source::logical::slot::{
-    DroppedSlot, PublicationState, SlotName, check_stream_prerequisites,
-    ensure_slot_and_publication, publication_state, slot_status,
+    DroppedSlot, PublicationState, check_stream_prerequisites, ensure_slot_and_publication,
+    publication_state, slot_status,
 };
 use crate::source::logical::slot_backlog::{HANDED_OVER_NOTE, HandedOver, hand_over};
 use crate::source::logical::table_path::Writer;

@@ -12,7 +12,7 @@ use sqlx::PgPool;
 use crate::error::Error;
 use crate::event::OutboundEvent;
 use crate::operator::ReplaySource;
-use crate::source::logical::slot::SlotName;
+use crate::source::SlotName;
 use crate::store::ReplayWindow;
 use crate::store::rows::{map_rows, outbound_from_row};
 

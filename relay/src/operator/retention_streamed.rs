@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::retention::every_interval;
 use crate::error::Error;
 use crate::operator::{RetentionSettings, run_retention_pass};
-use crate::source::logical::slot::SlotName;
+use crate::source::SlotName;
 use crate::store::OperatorStore;
 
 sql_files!(take_checkpoint, delete_streamed, forget_checkpoints);

@@ -12,10 +12,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::batch::RelayMetrics;
 use crate::error::Error;
+use crate::source::SlotName;
 use crate::source::logical::LogicalSource;
 use crate::source::logical::slot::{
-    PublicationState, SlotName, check_publication, dropped_slot_error, lost_slot_error,
-    publication_state, slot_being_created, slot_status,
+    PublicationState, check_publication, dropped_slot_error, lost_slot_error, publication_state,
+    slot_being_created, slot_status,
 };
 
 /// How often the slot's gauges are refreshed.

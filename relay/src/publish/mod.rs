@@ -10,15 +10,22 @@ use crate::event::OutboundEvent;
 mod broker;
 pub mod cloudevent;
 mod hold;
+#[cfg(feature = "kafka")]
 pub mod kafka;
+#[cfg(feature = "rabbitmq")]
 pub mod rabbitmq;
+mod routing_key;
+#[cfg(any(feature = "kafka", feature = "rabbitmq"))]
 mod send_order;
 pub mod stdout;
 
 pub use broker::Broker;
 pub(crate) use hold::AggregateHolds;
+#[cfg(feature = "kafka")]
 pub use kafka::{KafkaPublisher, KafkaPublisherConfig};
+#[cfg(feature = "rabbitmq")]
 pub use rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};
+pub use routing_key::RoutingKey;
 pub use stdout::StdoutPublisher;
 
 /// Why one event was not published.

@@ -18,8 +18,10 @@
 //! stream) also brings the leases of that unit, with
 //! [`Relay::with_lease_store`](crate::Relay::with_lease_store).
 
+#[cfg(feature = "logical")]
 pub mod logical;
 mod polling;
+mod slot_name;
 
 use std::time::Duration;
 
@@ -31,6 +33,7 @@ use crate::event::{ClaimedEvent, FailedAttempt, Fence, FetchRequest};
 use crate::tasks::Tasks;
 
 pub use polling::OutboxStore;
+pub use slot_name::{DEFAULT_SLOT, SlotName};
 
 /// What [`EventSource::fetch_pending`] answers: the events fetched.
 pub type Fetched<'a> = BoxFuture<'a, Result<Vec<ClaimedEvent>, Error>>;

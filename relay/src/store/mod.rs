@@ -17,6 +17,7 @@
 /// The statement table of a backend whose statements bind numbered
 /// parameters (`$1`, `?1`): one file per statement, of the same name in
 /// every backend's folder `store/sql/<folder>/`.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 macro_rules! numbered_statements {
     ($folder:literal) => {
         numbered_statements!(@ $folder;
@@ -33,20 +34,26 @@ macro_rules! numbered_statements {
     };
 }
 
+#[cfg(feature = "mysql")]
 mod mysql;
 mod operator;
+#[cfg(feature = "postgres")]
 mod postgres;
 pub(crate) mod rows;
 pub(crate) mod sql_store;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 mod types;
 
 use std::time::Duration;
 
+#[cfg(feature = "mysql")]
 pub use mysql::MySqlStore;
 pub use operator::OperatorStore;
+#[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 pub use sql_store::{Dialect, SqlStore};
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use types::{
     DeadEvent, DeadSelector, LiveLease, OutboxBacklog, OutboxStatus, ReplayWindow, TopicStatus,

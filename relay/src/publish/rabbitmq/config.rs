@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use outbox::mask_password;
 
+use crate::publish::RoutingKey;
+
 /// Settings of a [`RabbitMqPublisher`](super::RabbitMqPublisher).
 #[derive(Clone, PartialEq, Eq)]
 pub struct RabbitMqPublisherConfig {
@@ -85,14 +87,3 @@ outbox::debug_masking_url!(RabbitMqPublisherConfig {
     confirm_timeout,
     connect_timeout,
 });
-
-/// An AMQP routing key setting. Written in TOML as a string: `"event_type"`
-/// or any fixed key.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum RoutingKey {
-    /// `"event_type"`: the event's `event_type`, e.g. `order.created`.
-    #[default]
-    EventType,
-    /// Any other string: this key for every event.
-    Fixed(String),
-}

@@ -6,10 +6,9 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use outbox::wire;
 
 use super::RabbitMqPublisher;
-use super::config::RoutingKey;
 use crate::event::OutboundEvent;
-use crate::publish::PublishFailure;
 use crate::publish::cloudevent::{CONTENT_TYPE_JSON, CloudEvent};
+use crate::publish::{PublishFailure, RoutingKey};
 
 /// One event as AMQP publishes it; the body is the event's payload.
 pub(super) struct Message {

@@ -50,7 +50,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::future::BoxFuture;
 
-pub use config::{RabbitMqPublisherConfig, RoutingKey};
+pub use config::RabbitMqPublisherConfig;
 
 use crate::event::OutboundEvent;
 use crate::publish::send_order::SendOrder;

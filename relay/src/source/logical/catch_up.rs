@@ -7,9 +7,9 @@ use std::time::Duration;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use super::slot::SlotName;
 use super::slot_backlog::{BACKLOG_NOTE, HandedOver, hand_over};
 use super::table_path::Writer;
+use crate::source::SlotName;
 
 /// The longest pause between two attempts.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(5);

@@ -49,10 +49,10 @@ pub(crate) mod table_path;
 
 use sqlx::PgPool;
 
+pub use crate::source::{DEFAULT_SLOT, SlotName};
 pub use slot::{
-    DEFAULT_SLOT, DroppedSlot, OUTPUT_PLUGIN, SlotName, SlotStatus, check_prerequisites,
-    check_stream_prerequisites, check_wal_level, ensure_slot_and_publication, missing_slot_error,
-    relay_slots, slot_status,
+    DroppedSlot, OUTPUT_PLUGIN, SlotStatus, check_prerequisites, check_stream_prerequisites,
+    check_wal_level, ensure_slot_and_publication, missing_slot_error, relay_slots, slot_status,
 };
 pub use slot_backlog::{BACKLOG_NOTE, BacklogBound, HANDED_OVER_NOTE, SlotBacklog, slot_backlogs};
 pub use source::LogicalSource;

@@ -6,6 +6,7 @@ use sqlx::{AssertSqlSafe, PgPool, Row};
 
 use super::slot_backlog::{self, BacklogBound, SlotCreationLock};
 use crate::error::Error;
+use crate::source::SlotName;
 
 sql_files!(
     wal_level,
@@ -22,9 +23,6 @@ sql_files!(
 
 /// The output plugin the stream decodes.
 pub const OUTPUT_PLUGIN: &str = "pgoutput";
-
-/// The default `--slot`.
-pub const DEFAULT_SLOT: &str = "outbox_relay";
 
 /// `CREATE PUBLICATION` for a checked name (see [`SlotName`]): inserts of
 /// `outbox_events` only.
@@ -51,12 +49,6 @@ pub(crate) fn drop_publication_statement(publication: &str) -> String {
     format!("DROP PUBLICATION IF EXISTS \"{publication}\"")
 }
 
-/// A replication slot's name, checked: 1 to 63 lowercase letters, digits
-/// and underscores, as PostgreSQL requires. The publication has the same
-/// name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotName(String);
-
 impl SlotName {
     /// The row `statement` returns for this slot (its one parameter), if
     /// any.
@@ -72,41 +64,6 @@ impl SlotName {
             .bind(self.as_str())
             .fetch_optional(pool)
             .await?)
-    }
-
-    /// Check `name`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] naming what is wrong.
-    pub fn parse(name: &str) -> Result<Self, Error> {
-        let valid = !name.is_empty()
-            && name.len() <= 63
-            && name
-                .bytes()
-                .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'_');
-        if valid {
-            Ok(SlotName(name.to_owned()))
-        } else {
-            Err(Error::InvalidArgument(format!(
-                "invalid slot name `{name}`: use 1 to 63 lowercase letters, digits and underscores"
-            )))
-        }
-    }
-
-    /// The slot's name.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// The publication's name: the slot's.
-    pub fn publication(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for SlotName {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(&self.0)
     }
 }
 

@@ -34,9 +34,9 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, PgPool, Row};
 
-use super::slot::SlotName;
 use super::table_path::Writer;
 use crate::error::Error;
+use crate::source::SlotName;
 
 sql_files!(
     lock_slot_creation,

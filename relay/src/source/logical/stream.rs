@@ -22,9 +22,9 @@ use tokio_util::sync::CancellationToken;
 use super::pgoutput::{Change, PgOutputDecoder};
 use super::received::Received;
 use super::server_probe::{PROBE_INTERVAL, ServerProbe};
-use super::slot::SlotName;
 use crate::error::Error;
 use crate::event::ClaimedEvent;
+use crate::source::SlotName;
 
 /// Shortest pause between two reports of the confirmed position: what a
 /// killed relay had settled in the last one is published again by the next.

@@ -32,6 +32,7 @@ use sqlx::{Connection, Database, Pool, Transaction};
 pub use binds::{Bound, Values};
 pub use database::{On, RowsAffected, SqlDatabase};
 pub use explain::ExplainFetch;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use numbered::NumberedSql;
 pub use statements::{LeaseStatements, Param, Statement, Statements};
 

@@ -1,6 +1,14 @@
 //! What the Kafka and the RabbitMQ consumer share: the methods of their
-//! configurations' retry settings ([`impl_retry_settings!`]), and the log
-//! line of a stopped consumer ([`log_consumer_stopped!`]).
+//! configurations' retry settings ([`impl_retry_settings!`]), the log
+//! line of a stopped consumer ([`log_consumer_stopped!`]), the counters of
+//! their stats (`counters.rs`) and the pruning task beside them
+//! (`pruning.rs`).
+
+mod counters;
+mod pruning;
+
+pub(crate) use counters::StatsCounters;
+pub(crate) use pruning::BackgroundPruning;
 
 /// Give an adapter's configuration `$config` the methods the shared code
 /// needs of its retry settings, the fields `max_attempts`,
