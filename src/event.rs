@@ -1,16 +1,49 @@
-//! The [`Event`] trait: what the outbox needs to know about an event type.
+//! The [`EventType`] and [`Event`] traits: what a consumer needs to know to
+//! decode an event type, and what the outbox needs to know to write one.
 
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-/// A domain event that can be written to the outbox.
+/// What a consumer needs to know to decode an event: its CloudEvents type and
+/// payload version.
 ///
-/// The constants fill the contract columns of `outbox_events` and become the
-/// CloudEvents attributes of every publication. Implement it with
-/// `#[derive(Event)]`:
+/// Every [`Event`] is an `EventType`. A service that only consumes an event
+/// derives this much and nothing of the producer's topic, source or
+/// aggregate: `#[derive(Event)]` with only `type` (and `version`) implements
+/// `EventType` alone, and does not need `Serialize`.
 ///
 /// ```
-/// use outbox::Event;
+/// use outbox::{Event, EventType};
+/// use serde::Deserialize;
+///
+/// #[derive(Deserialize, Event)]
+/// #[event(type = "order.created", version = 2)]
+/// struct OrderCreated {
+///     order_id: i64,
+/// }
+///
+/// assert_eq!(OrderCreated::EVENT_TYPE, "order.created");
+/// assert_eq!(OrderCreated::EVENT_VERSION, 2);
+/// ```
+///
+/// The constants of a concrete type are named through this trait, so bring it
+/// into scope (`use outbox::EventType;`) to write `OrderCreated::EVENT_TYPE`;
+/// a generic `E: Event` reaches them without it.
+pub trait EventType {
+    /// CloudEvents `type`, e.g. `order.created`.
+    const EVENT_TYPE: &'static str;
+    /// Schema version of the payload (not the CloudEvents spec version).
+    const EVENT_VERSION: i32;
+}
+
+/// A domain event that can be written to the outbox.
+///
+/// The constants, with those of [`EventType`], fill the contract columns of
+/// `outbox_events` and become the CloudEvents attributes of every
+/// publication. Implement it with `#[derive(Event)]`:
+///
+/// ```
+/// use outbox::{Event, EventType};
 /// use serde::Serialize;
 ///
 /// #[derive(Serialize, Event)]
@@ -23,13 +56,10 @@ use serde_json::value::RawValue;
 ///
 /// let event = OrderCreated { order_id: 7, total_cents: 1250 };
 /// assert_eq!(OrderCreated::EVENT_TYPE, "order.created");
+/// assert_eq!(OrderCreated::TOPIC, "orders");
 /// assert_eq!(event.aggregate_id(), "7");
 /// ```
-pub trait Event: Serialize {
-    /// CloudEvents `type`, e.g. `order.created`.
-    const EVENT_TYPE: &'static str;
-    /// Schema version of the payload (not the CloudEvents spec version).
-    const EVENT_VERSION: i32;
+pub trait Event: EventType + Serialize {
     /// CloudEvents `source`, e.g. `/orders`.
     const SOURCE: &'static str;
     /// Kind of business entity the event belongs to, e.g. `order`.

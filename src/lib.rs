@@ -64,7 +64,7 @@ mod writer;
 pub use backend::{Backend, MIGRATIONS_TABLE};
 pub use begin_transaction::begin_transaction;
 pub use error::Error;
-pub use event::Event;
+pub use event::{Event, EventType};
 pub use mask_password::mask_password;
 pub use message::{MAX_NAME_CHARS, MAX_SOURCE_CHARS, OutboxMessage};
 pub use migrate::migrate;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
-use outbox::Event;
+use outbox::EventType;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
@@ -256,10 +256,13 @@ impl IncomingEvent {
     /// Decode into `E`, accepting only `E::EVENT_TYPE` at exactly version
     /// `E::EVENT_VERSION`.
     ///
+    /// `E` needs only its [`EventType`]: a type derived with just `type` and
+    /// `version` decodes as well as the producer's own event type.
+    ///
     /// # Errors
     /// [`DecodeError::UnexpectedType`], [`DecodeError::UnsupportedVersion`]
     /// or [`DecodeError::Payload`]; never panics.
-    pub fn decode<E: Event + DeserializeOwned>(&self) -> Result<E, DecodeError> {
+    pub fn decode<E: EventType + DeserializeOwned>(&self) -> Result<E, DecodeError> {
         self.decode_versions::<E>(E::EVENT_VERSION..=E::EVENT_VERSION)
     }
 
@@ -268,7 +271,7 @@ impl IncomingEvent {
     ///
     /// # Errors
     /// As [`IncomingEvent::decode`].
-    pub fn decode_versions<E: Event + DeserializeOwned>(
+    pub fn decode_versions<E: EventType + DeserializeOwned>(
         &self,
         versions: RangeInclusive<i32>,
     ) -> Result<E, DecodeError> {
@@ -509,6 +512,46 @@ mod tests {
             None,
             "a tracestate never pairs with another source's traceparent"
         );
+    }
+
+    /// A consumer's own type: its CloudEvents type and version, none of the
+    /// producer's topic, source or aggregate, and no `Serialize`.
+    #[derive(Debug, PartialEq, serde::Deserialize, outbox::Event)]
+    #[event(type = "order.created", version = 2)]
+    struct OrderCreated {
+        order_id: i64,
+    }
+
+    #[test]
+    fn a_consumer_only_type_decodes() {
+        let line = br#"{"id":"e-1","type":"order.created","source":"/orders","eventversion":2,"data":{"order_id":7,"total_cents":1250}}"#;
+        let event = IncomingEvent::from_structured_json(line).expect("a valid event");
+        assert_eq!(
+            event.decode::<OrderCreated>(),
+            Ok(OrderCreated { order_id: 7 })
+        );
+
+        let version_1 =
+            br#"{"id":"e-2","type":"order.created","source":"/orders","data":{"order_id":8}}"#;
+        let version_1 = IncomingEvent::from_structured_json(version_1).expect("a valid event");
+        assert!(
+            matches!(
+                version_1.decode::<OrderCreated>(),
+                Err(DecodeError::UnsupportedVersion { actual: 1, .. })
+            ),
+            "only version 2 is accepted"
+        );
+        assert_eq!(
+            version_1.decode_versions::<OrderCreated>(1..=2),
+            Ok(OrderCreated { order_id: 8 })
+        );
+
+        let mut other = kafka(None);
+        other.event_type = "order.cancelled".to_owned();
+        assert!(matches!(
+            other.decode::<OrderCreated>(),
+            Err(DecodeError::UnexpectedType { .. })
+        ));
     }
 
     #[test]

@@ -257,7 +257,8 @@ fn parse_field_attrs(attrs: &[Attribute], errors: &mut Errors) -> Option<Path> {
 }
 
 /// How the struct-level attribute is written.
-const EXPECTED_CONTAINER: &str = "expected #[event(type = \"...\", aggregate = \"...\", topic = \"...\", source = \"...\")] on the struct";
+const EXPECTED_CONTAINER: &str = "expected #[event(type = \"...\", aggregate = \"...\", topic = \"...\", source = \"...\")] on the struct, \
+     or #[event(type = \"...\")] for a type that is only consumed";
 
 /// How the field-level attribute is written.
 const EXPECTED_FIELD: &str = "expected #[event(aggregate_id)] on the field";

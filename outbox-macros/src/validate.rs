@@ -1,4 +1,5 @@
-//! Validation: from the parsed attributes to a checked [`Event`] model.
+//! Validation: from the parsed attributes to a checked [`Event`] model: a
+//! producer's event, or a type that is only consumed.
 //!
 //! Each check records its error and carries on, so that one build reports
 //! every problem. A model is returned only when no check failed.
@@ -9,16 +10,24 @@ use syn::{Expr, ExprLit, ExprUnary, Generics, Ident, Lit, LitInt, LitStr, Member
 use crate::attrs::{Body, ContainerAttrs, Input, Key};
 use crate::errors::Errors;
 
-/// A struct that passed validation: everything needed to write the impl.
+/// A struct that passed validation: everything needed to write the impls.
 pub(crate) struct Event<'a> {
     /// The struct's name.
     pub(crate) ident: &'a Ident,
-    /// The struct's generics, passed through to the impl.
+    /// The struct's generics, passed through to the impls.
     pub(crate) generics: &'a Generics,
     /// `EVENT_TYPE`: non-empty, no whitespace.
     pub(crate) event_type: LitStr,
     /// `EVENT_VERSION`.
     pub(crate) version: Version,
+    /// What a producer needs on top, for `impl ::outbox::Event`; `None` for a
+    /// type that is only consumed, which gets `impl ::outbox::EventType` alone.
+    pub(crate) producer: Option<Producer<'a>>,
+}
+
+/// The producer's half of an event: where and under which aggregate it is
+/// published.
+pub(crate) struct Producer<'a> {
     /// `AGGREGATE_TYPE`: non-empty.
     pub(crate) aggregate: LitStr,
     /// `TOPIC`: non-empty.
@@ -45,60 +54,103 @@ pub(crate) struct AggregateId<'a> {
     pub(crate) field: &'a syn::Field,
 }
 
-/// The keys that have no default.
-const REQUIRED: [Key; 4] = [Key::Type, Key::Aggregate, Key::Topic, Key::Source];
+/// The keys only a producer needs: given together with a field marked
+/// `#[event(aggregate_id)]`, or not at all for a type that is only consumed.
+const PRODUCER_KEYS: [Key; 3] = [Key::Aggregate, Key::Topic, Key::Source];
+
+/// The hint added to an error about a missing producer key or aggregate id.
+const CONSUMER_ONLY_HINT: &str = "or give none of `aggregate`, `topic`, `source` and \
+     #[event(aggregate_id)] for a type that is only consumed";
 
 /// Checks `input`, recording every problem in `errors`; returns the model only
 /// if all checks passed.
+///
+/// A struct that gives none of the [`PRODUCER_KEYS`] and marks no field
+/// `#[event(aggregate_id)]` is only consumed: it needs `type` alone. Giving
+/// any of them makes it a producer's event, which needs them all.
 pub(crate) fn validate<'a>(input: &Input<'a>, errors: &mut Errors) -> Option<Event<'a>> {
     let attrs = &input.attrs;
-    check_required(input, errors);
+    let produced = is_produced(input);
+    let missing_producer_key = check_required(input, produced, errors);
     let event_type = string(attrs, Key::Type, errors);
     let version = version(attrs, errors);
-    let aggregate = string(attrs, Key::Aggregate, errors);
-    let topic = string(attrs, Key::Topic, errors);
-    let source = string(attrs, Key::Source, errors);
-    let aggregate_id = aggregate_id(input, errors);
+    let producer = if produced {
+        let aggregate = string(attrs, Key::Aggregate, errors);
+        let topic = string(attrs, Key::Topic, errors);
+        let source = string(attrs, Key::Source, errors);
+        let aggregate_id = aggregate_id(input, !missing_producer_key, errors);
+        Some(Producer {
+            aggregate: aggregate?,
+            topic: topic?,
+            source: source?,
+            aggregate_id: aggregate_id?,
+        })
+    } else {
+        None
+    };
     Some(Event {
         ident: input.ident,
         generics: input.generics,
         event_type: event_type?,
         version: version?,
-        aggregate: aggregate?,
-        topic: topic?,
-        source: source?,
-        aggregate_id: aggregate_id?,
+        producer,
     })
 }
 
-/// Reports a missing struct-level attribute, or the required keys it lacks.
-fn check_required(input: &Input<'_>, errors: &mut Errors) {
+/// Whether the struct gives any of the producer's keys or marks a field
+/// `#[event(aggregate_id)]`, and so is meant to be written to the outbox.
+fn is_produced(input: &Input<'_>) -> bool {
+    let marked = match &input.body {
+        Body::Fields(fields) => fields.iter().any(|field| field.aggregate_id.is_some()),
+        Body::Unit => false,
+    };
+    marked || PRODUCER_KEYS.iter().any(|&key| input.attrs.mentioned(key))
+}
+
+/// Reports a missing struct-level attribute, or the required keys it lacks:
+/// `type`, and for a `produced` struct the [`PRODUCER_KEYS`]. Returns whether
+/// a producer key was reported missing (and the consumer-only hint given).
+fn check_required(input: &Input<'_>, produced: bool, errors: &mut Errors) -> bool {
     let attrs = &input.attrs;
     let Some(first) = attrs.first else {
         errors.spanned(
             input.ident,
             format_args!(
                 "missing #[event(...)] on `{}`: #[derive(Event)] needs \
-                 #[event(type = \"...\", aggregate = \"...\", topic = \"...\", source = \"...\")]",
+                 #[event(type = \"...\", aggregate = \"...\", topic = \"...\", source = \"...\")] \
+                 and a field marked #[event(aggregate_id)], or just #[event(type = \"...\")] \
+                 for a type that is only consumed",
                 input.ident
             ),
         );
-        return;
+        return produced;
     };
     if !attrs.complete {
         // A key that seems missing may sit after a syntax error already reported.
-        return;
+        return false;
     }
-    let missing: Vec<Key> = REQUIRED
-        .into_iter()
+    let required: &[Key] = if produced {
+        &[Key::Type, Key::Aggregate, Key::Topic, Key::Source]
+    } else {
+        &[Key::Type]
+    };
+    let missing: Vec<Key> = required
+        .iter()
+        .copied()
         .filter(|&key| !attrs.mentioned(key))
         .collect();
+    let missing_producer_key = missing.iter().any(|key| PRODUCER_KEYS.contains(key));
+    let hint = if missing_producer_key {
+        format!("; {CONSUMER_ONLY_HINT}")
+    } else {
+        String::new()
+    };
     match missing.as_slice() {
         [] => {}
         [key] => errors.spanned(
             first,
             format_args!(
-                "missing `{}` in #[event(...)]: {}",
+                "missing `{}` in #[event(...)]: {}{hint}",
                 key.name(),
                 key.meaning()
             ),
@@ -116,10 +168,11 @@ fn check_required(input: &Input<'_>, errors: &mut Errors) {
                 .join("; ");
             errors.spanned(
                 first,
-                format_args!("missing {names} in #[event(...)]: {meanings}"),
+                format_args!("missing {names} in #[event(...)]: {meanings}{hint}"),
             );
         }
     }
+    missing_producer_key
 }
 
 /// The string value of `key`: a non-empty string literal, without whitespace
@@ -242,15 +295,24 @@ fn integer(expr: &Expr) -> Option<(bool, &LitInt)> {
     }
 }
 
-/// The field marked `#[event(aggregate_id)]`, if there is exactly one.
-fn aggregate_id<'a>(input: &Input<'a>, errors: &mut Errors) -> Option<AggregateId<'a>> {
+/// The field marked `#[event(aggregate_id)]`, if there is exactly one. The
+/// consumer-only hint is added to a missing one when `hint` (that is, when no
+/// error about the producer keys carries it already).
+fn aggregate_id<'a>(input: &Input<'a>, hint: bool, errors: &mut Errors) -> Option<AggregateId<'a>> {
+    let hint = if hint {
+        format!("; {CONSUMER_ONLY_HINT}")
+    } else {
+        String::new()
+    };
     let fields = match &input.body {
         Body::Fields(fields) => fields,
         Body::Unit => {
             errors.spanned(
                 input.ident,
-                "#[derive(Event)] needs a struct with fields: \
-                 a unit struct has no field to mark #[event(aggregate_id)]",
+                format_args!(
+                    "#[derive(Event)] needs a struct with fields: \
+                     a unit struct has no field to mark #[event(aggregate_id)]{hint}"
+                ),
             );
             return None;
         }
@@ -261,8 +323,10 @@ fn aggregate_id<'a>(input: &Input<'a>, errors: &mut Errors) -> Option<AggregateI
     let Some((first, _)) = marked.next() else {
         errors.spanned(
             input.ident,
-            "no field is marked #[event(aggregate_id)]: mark the one field that identifies \
-             the aggregate; its value is the ordering key and the Kafka message key",
+            format_args!(
+                "no field is marked #[event(aggregate_id)]: mark the one field that identifies \
+                 the aggregate; its value is the ordering key and the Kafka message key{hint}"
+            ),
         );
         return None;
     };

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceId, TracerProvider};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use outbox::{Event, OutboxMessage, OutboxWriter};
+use outbox::{Event, EventType, OutboxMessage, OutboxWriter};
 use outbox_inbox::BoxError;
 use serde::{Deserialize, Serialize};
 use sqlx::Transaction;

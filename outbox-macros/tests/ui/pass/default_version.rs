@@ -1,4 +1,4 @@
-use outbox::Event;
+use outbox::{Event, EventType};
 use serde::Serialize;
 
 #[derive(Serialize, Event)]

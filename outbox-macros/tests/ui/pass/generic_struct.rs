@@ -1,6 +1,6 @@
 use std::fmt::Display;
 
-use outbox::Event;
+use outbox::{Event, EventType};
 use serde::Serialize;
 
 #[derive(Serialize, Event)]

@@ -1,6 +1,6 @@
 //! The keys may be spread over several `#[event(...)]`, in any order, next to
 //! other attributes; the largest version is accepted.
-use outbox::Event;
+use outbox::{Event, EventType};
 use serde::Serialize;
 
 #[derive(Serialize, Event)]
