@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use outbox::Event;
 use outbox_inbox::{Inbox, IncomingEvent, Outcome};
-use outbox_relay::publish::StdoutPublisher;
-use outbox_relay::source::OutboxStore;
+use outbox_relay::publish::{Publisher, StdoutPublisher};
+use outbox_relay::store::OperatorStore;
 use outbox_relay::store::SqliteStore;
-use outbox_relay::{Relay, RelayConfig};
+use outbox_relay::{RelayConfig, RelayService};
 use serde::{Deserialize, Serialize};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
@@ -90,17 +90,14 @@ async fn deliver(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let incoming = IncomingEvent::from_structured_json(line.as_bytes())?;
     let order: OrderCreated = incoming.decode()?;
-    let (order_id, amount_cents) = (order.order_id.clone(), order.total_cents);
     let outcome = inbox
-        .process(&incoming.id, |tx| {
-            Box::pin(async move {
-                sqlx::query(INSERT_INVOICE)
-                    .bind(order_id)
-                    .bind(amount_cents)
-                    .execute(&mut **tx)
-                    .await?;
-                Ok(())
-            })
+        .process(&incoming.id, async |tx| {
+            sqlx::query(INSERT_INVOICE)
+                .bind(&order.order_id)
+                .bind(order.total_cents)
+                .execute(&mut *tx)
+                .await?;
+            Ok(())
         })
         .await?;
     match outcome {
@@ -159,20 +156,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 2. The relay, in-process, publishing to stdout.
     eprintln!("\nrelay output (one CloudEvent per line):");
-    let store: Arc<dyn OutboxStore> = Arc::new(SqliteStore::new(pool.clone()));
     let config = RelayConfig {
         poll_interval_max: Duration::from_millis(50),
+        instance_id: Some("quickstart".to_owned()),
         ..RelayConfig::default()
     };
-    let settings = outbox_relay::relay_settings("quickstart".to_owned(), &config);
     let published = TeeToStdout::default();
-    let relay = Relay::new(
-        Arc::clone(&store),
-        Arc::new(StdoutPublisher::with_writer(published.clone())),
-        settings,
-    );
+    let publisher: Arc<dyn Publisher> = Arc::new(StdoutPublisher::with_writer(published.clone()));
+    let relay = RelayService::builder()
+        .database(pool.clone())
+        .broker(publisher)
+        .config(config)
+        .build()?;
     let stop = CancellationToken::new();
     let running = tokio::spawn(relay.run(stop.clone()));
+    let store = SqliteStore::new(pool.clone());
     while store.status().await?.pending > 0 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -17,6 +17,9 @@
 //!   [`http`]: `/healthz`, `/readyz`, `/metrics`.
 //! - `relay`: one relay instance, from start to graceful stop.
 //! - [`config`]: the TOML file and the URLs, turned into all of the above.
+//! - [`service`]: [`RelayService`], a whole relay from a database, a broker
+//!   and the settings, run until a `CancellationToken` fires: what the
+//!   binary runs, and what a service embeds.
 //!
 //! The command line is the binary's (`src/bin/outbox-relay/`).
 
@@ -54,6 +57,7 @@ pub mod leases;
 pub mod operator;
 pub mod publish;
 mod relay;
+pub mod service;
 pub mod source;
 pub mod store;
 pub mod tasks;
@@ -74,6 +78,7 @@ pub use leases::{Handover, LeaseKeeper, LeaseSnapshot};
 pub use operator::{RetentionSettings, run_retention_pass};
 pub use outbox::mask_password;
 pub use relay::{Relay, RelaySettings};
+pub use service::{RelayBroker, RelayDatabase, RelayService, RelayServiceBuilder};
 pub use source::OutboxStore;
 pub use store::Connections;
 pub use tasks::Tasks;

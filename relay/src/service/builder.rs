@@ -1,0 +1,237 @@
+//! [`RelayServiceBuilder`]: what a [`RelayService`] is built from.
+
+use std::sync::Arc;
+
+use crate::batch::RelayMetrics;
+use crate::config::{BrokerUrl, DatabaseUrl, EventSourceKind, RelayConfig};
+use crate::error::Error;
+use crate::publish::Publisher;
+use crate::service::RelayService;
+use crate::source::SlotName;
+
+/// The database a [`RelayService`] relays from: a URL, or a pool of the
+/// service's own (polling only: the WAL source opens a replication
+/// connection of its own, from a URL).
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum RelayDatabase {
+    /// A checked URL; the relay opens its own pool.
+    Url(DatabaseUrl),
+    /// A PostgreSQL pool.
+    #[cfg(feature = "postgres")]
+    Postgres(sqlx::PgPool),
+    /// A MySQL / MariaDB pool.
+    #[cfg(feature = "mysql")]
+    MySql(sqlx::MySqlPool),
+    /// A SQLite pool.
+    #[cfg(feature = "sqlite")]
+    Sqlite(sqlx::SqlitePool),
+}
+
+impl std::fmt::Debug for RelayDatabase {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RelayDatabase::Url(url) => formatter.debug_tuple("Url").field(url).finish(),
+            #[cfg(feature = "postgres")]
+            RelayDatabase::Postgres(_) => formatter.write_str("Postgres(pool)"),
+            #[cfg(feature = "mysql")]
+            RelayDatabase::MySql(_) => formatter.write_str("MySql(pool)"),
+            #[cfg(feature = "sqlite")]
+            RelayDatabase::Sqlite(_) => formatter.write_str("Sqlite(pool)"),
+        }
+    }
+}
+
+impl From<DatabaseUrl> for RelayDatabase {
+    fn from(url: DatabaseUrl) -> Self {
+        RelayDatabase::Url(url)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl From<sqlx::PgPool> for RelayDatabase {
+    fn from(pool: sqlx::PgPool) -> Self {
+        RelayDatabase::Postgres(pool)
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl From<sqlx::MySqlPool> for RelayDatabase {
+    fn from(pool: sqlx::MySqlPool) -> Self {
+        RelayDatabase::MySql(pool)
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl From<sqlx::SqlitePool> for RelayDatabase {
+    fn from(pool: sqlx::SqlitePool) -> Self {
+        RelayDatabase::Sqlite(pool)
+    }
+}
+
+/// The broker a [`RelayService`] publishes to: a URL, built with the
+/// `[kafka]` and `[rabbitmq]` settings of its [`RelayConfig`], or a
+/// publisher built beforehand.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum RelayBroker {
+    /// A checked broker URL.
+    Url(BrokerUrl),
+    /// A publisher of the service's own making.
+    Publisher(Arc<dyn Publisher>),
+}
+
+impl std::fmt::Debug for RelayBroker {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RelayBroker::Url(url) => formatter.debug_tuple("Url").field(url).finish(),
+            RelayBroker::Publisher(_) => formatter.write_str("Publisher(..)"),
+        }
+    }
+}
+
+impl From<BrokerUrl> for RelayBroker {
+    fn from(url: BrokerUrl) -> Self {
+        RelayBroker::Url(url)
+    }
+}
+
+impl From<Arc<dyn Publisher>> for RelayBroker {
+    fn from(publisher: Arc<dyn Publisher>) -> Self {
+        RelayBroker::Publisher(publisher)
+    }
+}
+
+/// Builds a [`RelayService`]: a database and a broker are required; the
+/// settings default to [`RelayConfig::default`] (polling), the metrics to
+/// a registry of the relay's own; the HTTP endpoint is off and migrations
+/// on.
+#[derive(Debug, Default)]
+#[must_use]
+pub struct RelayServiceBuilder {
+    database: Option<RelayDatabase>,
+    broker: Option<RelayBroker>,
+    config: Option<RelayConfig>,
+    source: Option<EventSourceKind>,
+    slot: Option<SlotName>,
+    metrics: Option<Arc<RelayMetrics>>,
+    serve_http: bool,
+    skip_migrate: bool,
+}
+
+impl RelayServiceBuilder {
+    /// The database: a [`DatabaseUrl`] or a pool.
+    pub fn database(mut self, database: impl Into<RelayDatabase>) -> Self {
+        self.database = Some(database.into());
+        self
+    }
+
+    /// The broker: a [`BrokerUrl`] or an `Arc<dyn Publisher>`.
+    pub fn broker(mut self, broker: impl Into<RelayBroker>) -> Self {
+        self.broker = Some(broker.into());
+        self
+    }
+
+    /// The settings, as `outbox-relay`'s TOML file gives them
+    /// ([`RelayConfig::load`], [`RelayConfig::from_toml_str`]).
+    pub fn config(mut self, config: RelayConfig) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Where events come from, over the config's `source`:
+    /// [`EventSourceKind::Poll`] or [`EventSourceKind::Logical`].
+    pub fn source(mut self, source: EventSourceKind) -> Self {
+        self.source = Some(source);
+        self
+    }
+
+    /// The replication slot of the logical source, over the config's
+    /// `slot`.
+    pub fn slot(mut self, slot: SlotName) -> Self {
+        self.slot = Some(slot);
+        self
+    }
+
+    /// The metrics to record into, for a service that renders them on an
+    /// endpoint of its own.
+    pub fn metrics(mut self, metrics: Arc<RelayMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Serve `/healthz`, `/readyz` and `/metrics` on the config's
+    /// `[http] listen` address, as `outbox-relay run` does. Off by default.
+    pub fn serve_http(mut self, serve: bool) -> Self {
+        self.serve_http = serve;
+        self
+    }
+
+    /// Leave the schema as it is instead of applying the missing outbox
+    /// migrations at start.
+    pub fn skip_migrate(mut self, skip: bool) -> Self {
+        self.skip_migrate = skip;
+        self
+    }
+
+    /// The relay, checked.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] without a database or a broker, or for
+    /// the logical source on a pool (it needs a URL) or on a database other
+    /// than PostgreSQL; [`Error::InvalidArgument`] for a bad slot name in
+    /// the config.
+    pub fn build(self) -> Result<RelayService, Error> {
+        let database = self.database.ok_or_else(|| {
+            Error::InvalidArgument(
+                "the relay needs a database: call .database(url or pool)".to_owned(),
+            )
+        })?;
+        let broker = self.broker.ok_or_else(|| {
+            Error::InvalidArgument(
+                "the relay needs a broker: call .broker(url or publisher)".to_owned(),
+            )
+        })?;
+        let mut config = self.config.unwrap_or_default();
+        if let Some(source) = self.source {
+            config.source = source;
+        }
+        if let Some(slot) = self.slot {
+            config.slot = slot.as_str().to_owned();
+        }
+        if config.source == EventSourceKind::Logical {
+            SlotName::parse(&config.slot)?;
+            Error::require_feature("logical", cfg!(feature = "logical"), || {
+                "the logical source".to_owned()
+            })?;
+            match &database {
+                RelayDatabase::Url(DatabaseUrl::Postgres(_)) => {}
+                RelayDatabase::Url(url) => {
+                    return Err(Error::InvalidArgument(format!(
+                        "the logical source needs PostgreSQL (logical decoding of the WAL); this \
+                         database is {}: use the polling source",
+                        url.backend()
+                    )));
+                }
+                #[allow(unreachable_patterns)]
+                _ => {
+                    return Err(Error::InvalidArgument(
+                        "the logical source opens a replication connection of its own: give the \
+                         database as a URL, not a pool"
+                            .to_owned(),
+                    ));
+                }
+            }
+        }
+        Ok(RelayService {
+            database,
+            broker,
+            config,
+            metrics: self
+                .metrics
+                .unwrap_or_else(|| Arc::new(RelayMetrics::new())),
+            serve_http: self.serve_http,
+            migrate: !self.skip_migrate,
+        })
+    }
+}
