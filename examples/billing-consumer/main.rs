@@ -25,7 +25,6 @@
 mod config;
 mod invoices;
 mod schema;
-mod topology;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -78,18 +77,21 @@ async fn consume(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         .map_err(|error| format!("cannot connect to the database: {error}"))?;
     outbox::migrate(&pool).await?;
     create_schema(&pool).await?;
-    topology::declare(&config.amqp_url, &config.exchange, &config.queue).await?;
 
     let stop = CancellationToken::new();
     stop_on_signal(stop.clone())?;
     let handler = InvoiceHandler::new(config.exit_after, stop.clone());
-    let mut consumer_config = RabbitMqConsumerConfig::new(config.amqp_url, config.queue.clone());
+    let mut consumer_config = RabbitMqConsumerConfig::new(config.amqp_url, config.queue.clone())
+        .bind(config.exchange.clone(), ORDER_CREATED);
     consumer_config.prefetch = u16::try_from(POOL_SIZE - 1).unwrap_or(1);
     let consumer = RabbitMqInboxConsumer::new(
         Inbox::new(pool.clone(), CONSUMER)?,
         handler,
         consumer_config,
     )?;
+    // Before saying it consumes: from then on, what the relay publishes is
+    // routed to the queue.
+    consumer.declare_topology().await?;
     println!(
         "consuming queue {} (exchange {}, routing key {ORDER_CREATED})",
         config.queue, config.exchange

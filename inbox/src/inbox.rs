@@ -1,6 +1,5 @@
 //! [`Inbox`]: run a handler at most once per (consumer, event id).
 
-use futures::future::BoxFuture;
 use sqlx::{Pool, Transaction};
 
 use crate::backend::InboxBackend;
@@ -43,14 +42,14 @@ impl<T> Outcome<T> {
 /// use outbox_inbox::{Inbox, Outcome};
 ///
 /// let inbox = Inbox::new(pool, "billing")?;
+/// let credit = 10_i64;
 /// let outcome = inbox
-///     .process("01a229c9-3478-7564-b02c-66d8acd1975a", |tx| {
-///         Box::pin(async move {
-///             sqlx::query("UPDATE accounts SET balance = balance + 10 WHERE id = 1")
-///                 .execute(&mut **tx)
-///                 .await?;
-///             Ok(())
-///         })
+///     .process("01a229c9-3478-7564-b02c-66d8acd1975a", async |tx| {
+///         sqlx::query("UPDATE accounts SET balance = balance + $1 WHERE id = 1")
+///             .bind(credit)
+///             .execute(&mut *tx)
+///             .await?;
+///         Ok(())
 ///     })
 ///     .await?;
 /// assert!(matches!(outcome, Outcome::Processed(()) | Outcome::Duplicate));
@@ -104,21 +103,68 @@ impl<DB: InboxBackend> Inbox<DB> {
     /// Run `handler` in a new transaction unless `event_id` was processed
     /// before; see the type's documentation.
     ///
+    /// `handler` is an async closure (or an `async fn`) given the
+    /// connection of the inbox transaction (`&mut PgConnection` on
+    /// PostgreSQL); it may borrow what the caller holds, such as the
+    /// decoded event. The future `process` returns is `Send` when the
+    /// closure's is, so it can be spawned.
+    ///
     /// # Errors
     /// [`Error::Handler`] when the handler fails (everything rolled back,
     /// nothing recorded); [`Error::Database`] when the database fails.
     pub async fn process<T, F>(&self, event_id: &str, handler: F) -> Result<Outcome<T>, Error>
     where
-        F: for<'t> FnOnce(&'t mut Transaction<'static, DB>) -> BoxFuture<'t, Result<T, BoxError>>,
+        F: AsyncFnOnce(&mut DB::Connection) -> Result<T, BoxError>,
     {
+        let Some(mut tx) = self.begin(event_id).await? else {
+            return Ok(Outcome::Duplicate);
+        };
+        let result = handler(&mut *tx).await;
+        self.settle(tx, event_id, result).await
+    }
+
+    /// The inbox transaction of `event_id`, without a closure: a
+    /// transaction that has recorded `event_id`, for the handler's writes
+    /// and then `commit`; `None` when the event was processed before.
+    ///
+    /// [`Inbox::process`] is this, the handler and the commit in one call.
+    /// Code generic over the database may need this form: stable Rust
+    /// cannot always prove there that an async closure's future is `Send`.
+    /// A transaction dropped without `commit` rolls back and records
+    /// nothing, so the event is processed again when redelivered.
+    ///
+    /// ```no_run
+    /// # async fn example(inbox: outbox_inbox::Inbox<sqlx::Postgres>) -> Result<(), outbox_inbox::Error> {
+    /// if let Some(mut tx) = inbox.begin("01a229c9-3478-7564-b02c-66d8acd1975a").await? {
+    ///     sqlx::query("UPDATE accounts SET balance = balance + 10 WHERE id = 1")
+    ///         .execute(&mut *tx)
+    ///         .await?;
+    ///     tx.commit().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Database`] when the database fails.
+    pub async fn begin(&self, event_id: &str) -> Result<Option<Transaction<'static, DB>>, Error> {
         let mut tx = outbox::begin_transaction(&self.pool).await?;
         let first_delivery = DB::record_message(&mut *tx, &self.consumer, event_id).await?;
-        if !first_delivery {
-            tx.rollback().await?;
-            tracing::debug!(consumer = %self.consumer, event_id, "duplicate delivery; handler skipped");
-            return Ok(Outcome::Duplicate);
+        if first_delivery {
+            return Ok(Some(tx));
         }
-        match handler(&mut tx).await {
+        tx.rollback().await?;
+        tracing::debug!(consumer = %self.consumer, event_id, "duplicate delivery; handler skipped");
+        Ok(None)
+    }
+
+    /// Commit `tx` when the handler succeeded, roll it back when it failed.
+    pub(crate) async fn settle<T>(
+        &self,
+        tx: Transaction<'static, DB>,
+        event_id: &str,
+        result: Result<T, BoxError>,
+    ) -> Result<Outcome<T>, Error> {
+        match result {
             Ok(value) => {
                 tx.commit().await?;
                 Ok(Outcome::Processed(value))

@@ -17,6 +17,7 @@
 mod backend;
 #[cfg(any(feature = "kafka", feature = "rabbitmq"))]
 mod consumer;
+mod delivery;
 mod error;
 mod handler;
 mod inbox;
@@ -32,8 +33,9 @@ mod stats;
 mod trace_context;
 
 pub use backend::InboxBackend;
+pub use delivery::Delivery;
 pub use error::{BoxError, DecodeError, Error};
-pub use handler::{Handler, TypedHandler, typed};
+pub use handler::{DecodeEvent, Handler, HandlerFn, TypedHandler, typed};
 pub use inbox::{Inbox, Outcome};
 pub use incoming::{EVENT_VERSION_ATTRIBUTE, IncomingEvent, REPLAY_ATTRIBUTE};
 pub use prune::{PruneSettings, prune_once, prune_until_stopped};

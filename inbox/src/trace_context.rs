@@ -30,13 +30,11 @@ pub use outbox::wire::{TRACEPARENT_ATTRIBUTE, TRACESTATE_ATTRIBUTE};
 /// # async fn example(inbox: Inbox<sqlx::Postgres>, incoming: IncomingEvent) -> Result<(), outbox_inbox::Error> {
 /// let span = handler_span(inbox.consumer(), &incoming);
 /// inbox
-///     .process(&incoming.id, |tx| {
-///         Box::pin(async move {
-///             sqlx::query("UPDATE accounts SET balance = balance + 10 WHERE id = 1")
-///                 .execute(&mut **tx)
-///                 .await?;
-///             Ok(())
-///         })
+///     .process(&incoming.id, async |tx| {
+///         sqlx::query("UPDATE accounts SET balance = balance + 10 WHERE id = 1")
+///             .execute(&mut *tx)
+///             .await?;
+///         Ok(())
 ///     })
 ///     .instrument(span)
 ///     .await?;

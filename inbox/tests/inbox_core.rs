@@ -29,15 +29,13 @@ async fn apply<DB: InboxBackend + TestBackend>(
 ) -> Result<Outcome<()>, Error> {
     let sql = format!("INSERT INTO effects (event_id) VALUES ('{event_id}')");
     inbox
-        .process(event_id, move |tx| {
-            Box::pin(async move {
-                DB::execute(&mut **tx, &sql).await?;
-                tokio::time::sleep(pause).await;
-                if fail {
-                    return Err::<(), BoxError>("the handler failed on purpose".into());
-                }
-                Ok(())
-            })
+        .process(event_id, async |tx| {
+            DB::execute(&mut *tx, &sql).await?;
+            tokio::time::sleep(pause).await;
+            if fail {
+                return Err::<(), BoxError>("the handler failed on purpose".into());
+            }
+            Ok(())
         })
         .await
 }
@@ -130,17 +128,15 @@ async fn a_racer_runs_when_the_first_delivery_rolls_back<DB: InboxBackend + Test
     // The second delivery starts only once the first one's handler runs, so
     // the first holds the inbox row when the second tries to take it.
     let (started, handler_running) = tokio::sync::oneshot::channel::<()>();
-    let failing = inbox.process("retried", move |tx| {
-        Box::pin(async move {
-            DB::execute(
-                &mut **tx,
-                "INSERT INTO effects (event_id) VALUES ('retried')",
-            )
-            .await?;
-            let _ = started.send(());
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            Err::<(), BoxError>("the handler failed on purpose".into())
-        })
+    let failing = inbox.process("retried", async move |tx| {
+        DB::execute(
+            &mut *tx,
+            "INSERT INTO effects (event_id) VALUES ('retried')",
+        )
+        .await?;
+        let _ = started.send(());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Err::<(), BoxError>("the handler failed on purpose".into())
     });
     let succeeding = async {
         handler_running

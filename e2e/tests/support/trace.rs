@@ -6,13 +6,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceId, TracerProvider};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use outbox::{Event, EventType, OutboxMessage, OutboxWriter};
 use outbox_inbox::BoxError;
 use serde::{Deserialize, Serialize};
-use sqlx::Transaction;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 
@@ -98,17 +96,27 @@ pub async fn enqueue_in_producer_span(pool: &sqlx::PgPool, topic: &str) -> Produ
 pub fn parcel_handler(
     handled: Arc<tokio::sync::Notify>,
 ) -> impl outbox_inbox::Handler<sqlx::Postgres> {
-    outbox_inbox::typed::<ParcelShipped, _, sqlx::Postgres>(
-        move |_tx: &mut Transaction<'static, sqlx::Postgres>, _parcel: &ParcelShipped| {
-            let handled = Arc::clone(&handled);
-            let future: BoxFuture<'_, Result<(), BoxError>> = Box::pin(async move {
-                tracing::info!("parcel handled");
-                handled.notify_one();
-                Ok(())
-            });
-            future
-        },
-    )
+    ParcelHandler { handled }
+}
+
+/// See [`parcel_handler`].
+struct ParcelHandler {
+    handled: Arc<tokio::sync::Notify>,
+}
+
+impl outbox_inbox::Handler<sqlx::Postgres> for ParcelHandler {
+    type Event = ParcelShipped;
+
+    async fn handle(
+        &self,
+        _tx: &mut sqlx::PgConnection,
+        _parcel: &ParcelShipped,
+        _delivery: &outbox_inbox::Delivery<'_>,
+    ) -> Result<(), BoxError> {
+        tracing::info!("parcel handled");
+        self.handled.notify_one();
+        Ok(())
+    }
 }
 
 /// Wait until the exporter holds a finished span named `name` whose

@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use outbox_inbox::{BoxError, Inbox, InboxBackend, Outcome};
 use outbox_testkit::{TestBackend, TestDatabase};
-use sqlx::{MySql, Pool, Postgres, Sqlite, Transaction};
+use sqlx::{MySql, Pool, Postgres, Sqlite};
 use uuid::Uuid;
 
 mod settings;
@@ -191,14 +191,12 @@ bench_backend!(
 );
 
 /// The handler, identical on both paths: the business write in `tx`.
-fn handler<'t, DB: BenchBackend>(
-    tx: &'t mut Transaction<'static, DB>,
+async fn handler<DB: BenchBackend>(
+    tx: &mut DB::Connection,
     delivery: &'static Delivery,
-) -> BoxFuture<'t, Result<(), BoxError>> {
-    Box::pin(async move {
-        DB::business_write(&mut **tx, delivery).await?;
-        Ok(())
-    })
+) -> Result<(), BoxError> {
+    DB::business_write(tx, delivery).await?;
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -367,7 +365,7 @@ fn plain_job<DB: BenchBackend>(pool: Pool<DB>) -> Job {
         let pool = pool.clone();
         Box::pin(async move {
             let mut tx = pool.begin().await.map_err(|error| error.to_string())?;
-            handler::<DB>(&mut tx, delivery)
+            handler::<DB>(&mut *tx, delivery)
                 .await
                 .map_err(|error| error.to_string())?;
             tx.commit().await.map_err(|error| error.to_string())?;
@@ -382,7 +380,9 @@ fn inbox_job<DB: BenchBackend>(inbox: Inbox<DB>) -> Job {
         let inbox = inbox.clone();
         Box::pin(async move {
             let outcome = inbox
-                .process(&delivery.event_id, move |tx| handler::<DB>(tx, delivery))
+                .process(&delivery.event_id, async |tx| {
+                    handler::<DB>(tx, delivery).await
+                })
                 .await
                 .map_err(|error| error.to_string())?;
             Ok(matches!(outcome, Outcome::Processed(())))

@@ -33,7 +33,7 @@ const RECEIVE_ERROR_PAUSE: Duration = Duration::from_millis(200);
 /// ```no_run
 /// # async fn example(pool: sqlx::PgPool) -> Result<(), outbox_inbox::Error> {
 /// use outbox::Event;
-/// use outbox_inbox::Inbox;
+/// use outbox_inbox::{BoxError, Delivery, Inbox};
 /// use outbox_inbox::kafka::{KafkaConsumerConfig, KafkaInboxConsumer};
 /// use serde::{Deserialize, Serialize};
 /// use tokio_util::sync::CancellationToken;
@@ -42,13 +42,19 @@ const RECEIVE_ERROR_PAUSE: Duration = Duration::from_millis(200);
 /// #[event(type = "order.created", aggregate = "order", topic = "orders", source = "/orders")]
 /// struct OrderCreated { #[event(aggregate_id)] order_id: i64, total_cents: i64 }
 ///
-/// let handler = outbox_inbox::typed::<OrderCreated, _, sqlx::Postgres>(|tx, order: &OrderCreated| {
-///     let total = order.total_cents;
-///     Box::pin(async move {
-///         sqlx::query("UPDATE revenue SET cents = cents + $1").bind(total).execute(&mut **tx).await?;
-///         Ok(())
-///     })
-/// });
+/// async fn add_revenue(
+///     tx: &mut sqlx::PgConnection,
+///     order: &OrderCreated,
+///     _delivery: &Delivery<'_>,
+/// ) -> Result<(), BoxError> {
+///     sqlx::query("UPDATE revenue SET cents = cents + $1")
+///         .bind(order.total_cents)
+///         .execute(&mut *tx)
+///         .await?;
+///     Ok(())
+/// }
+///
+/// let handler = outbox_inbox::typed(add_revenue);
 /// let config = KafkaConsumerConfig::new(
 ///     vec!["127.0.0.1:9092".to_owned()],
 ///     "billing",

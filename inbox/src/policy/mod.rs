@@ -42,6 +42,7 @@ pub(crate) use self::attempt::panic_message;
 pub(crate) use self::backoff::RetrySchedule;
 use crate::backend::InboxBackend;
 use crate::consumer::StatsCounters;
+use crate::delivery::Delivery;
 use crate::error::{DecodeError, Error};
 use crate::handler::Handler;
 use crate::inbox::{Inbox, Outcome};
@@ -141,7 +142,10 @@ impl<DB: InboxBackend, H: Handler<DB>> DeliveryPolicy<DB, H> {
         let mut attempts = previous_attempts;
         let mut outages: u32 = 0;
         loop {
-            let error = match self.attempt(&incoming, &event).await {
+            let error = match self
+                .attempt(&incoming, &event, attempts.saturating_add(1))
+                .await
+            {
                 AttemptResult::Done(outcome) => return self.finished(event_id, &outcome),
                 AttemptResult::DatabaseOutage(error) => {
                     outages = outages.saturating_add(1);
@@ -219,15 +223,12 @@ impl<DB: InboxBackend, H: Handler<DB>> DeliveryPolicy<DB, H> {
 
     /// The message's CloudEvent and the handler's event, or why the
     /// message is poison.
-    fn decode<M: BrokerMessage>(
-        &self,
-        message: &M,
-    ) -> Result<(IncomingEvent, Arc<H::Event>), String> {
+    fn decode<M: BrokerMessage>(&self, message: &M) -> Result<(IncomingEvent, H::Event), String> {
         let incoming = message
             .incoming()
             .map_err(|error| format!("poison message: {error}"))?;
         match std::panic::catch_unwind(AssertUnwindSafe(|| self.handler.decode(&incoming))) {
-            Ok(Ok(event)) => Ok((incoming, Arc::new(event))),
+            Ok(Ok(event)) => Ok((incoming, event)),
             Ok(Err(error)) => Err(format!("poison message: {error}")),
             Err(panic) => Err(format!(
                 "poison message: decoding event {} panicked: {}",
@@ -237,16 +238,23 @@ impl<DB: InboxBackend, H: Handler<DB>> DeliveryPolicy<DB, H> {
         }
     }
 
-    /// One run of the handler inside the inbox transaction.
-    async fn attempt(&self, incoming: &IncomingEvent, event: &Arc<H::Event>) -> AttemptResult {
-        let handler = Arc::clone(&self.handler);
-        let event = Arc::clone(event);
-        let processing = self
-            .inbox
-            .process(&incoming.id, move |tx| {
-                Box::pin(async move { handler.handle(tx, &event).await })
-            })
-            .instrument(handler_span(self.inbox.consumer(), incoming));
+    /// One run of the handler inside the inbox transaction, its
+    /// `attempt`th (from 1).
+    async fn attempt(
+        &self,
+        incoming: &IncomingEvent,
+        event: &H::Event,
+        attempt: u32,
+    ) -> AttemptResult {
+        let delivery = Delivery::new(incoming, attempt);
+        let processing = async {
+            let Some(mut tx) = self.inbox.begin(&incoming.id).await? else {
+                return Ok(Outcome::Duplicate);
+            };
+            let result = self.handler.handle(&mut *tx, event, &delivery).await;
+            self.inbox.settle(tx, &incoming.id, result).await
+        }
+        .instrument(handler_span(self.inbox.consumer(), incoming));
         let result = AssertUnwindSafe(processing).catch_unwind().await;
         AttemptResult::classify(result, &incoming.id)
     }

@@ -16,8 +16,16 @@ pub(crate) const MAX_NAME_BYTES: usize = 255;
 pub struct RabbitMqConsumerConfig {
     /// `amqp://user:pass@host:port/vhost`, or `amqps://` for TLS.
     pub url: String,
-    /// The queue to consume. It must exist, bound to the relay's exchange.
+    /// The queue to consume. It must exist, bound to the relay's exchange,
+    /// unless `bindings` asks the consumer to declare it.
     pub queue: String,
+    /// Exchanges the consumer binds its queue to before it consumes,
+    /// declaring the queue (durable) and each exchange (durable, topic: what
+    /// the relay publishes to) when they are missing, as
+    /// [`RabbitMqConsumerConfig::bind`] adds them. Empty (the default): the
+    /// queue must exist already, and the consumer declares nothing but its
+    /// dead-letter objects.
+    pub bindings: Vec<QueueBinding>,
     /// Most messages in flight (AMQP `basic.qos` prefetch count), processed
     /// concurrently. At least 1. Default 32.
     pub prefetch: u16,
@@ -49,6 +57,7 @@ impl RabbitMqConsumerConfig {
         RabbitMqConsumerConfig {
             url: url.into(),
             queue: queue.into(),
+            bindings: Vec::new(),
             prefetch: 32,
             max_attempts: 5,
             retry_base_delay: Duration::from_secs(1),
@@ -57,6 +66,26 @@ impl RabbitMqConsumerConfig {
             prune: PruneSettings::default(),
             connect_timeout: Duration::from_secs(10),
         }
+    }
+
+    /// Declare the queue and bind it to `exchange` (a relay topic) with
+    /// `routing_key` (the relay's default routing key is the event type)
+    /// before consuming; see [`RabbitMqConsumerConfig::bindings`].
+    ///
+    /// ```
+    /// use outbox_inbox::rabbitmq::RabbitMqConsumerConfig;
+    ///
+    /// let config = RabbitMqConsumerConfig::new("amqp://guest:guest@127.0.0.1:5672/%2f", "billing.orders")
+    ///     .bind("orders", "order.created");
+    /// assert_eq!(config.bindings[0].exchange, "orders");
+    /// ```
+    #[must_use]
+    pub fn bind(mut self, exchange: impl Into<String>, routing_key: impl Into<String>) -> Self {
+        self.bindings.push(QueueBinding {
+            exchange: exchange.into(),
+            routing_key: routing_key.into(),
+        });
+        self
     }
 
     /// The dead-letter exchange in use: the configured one or `<queue>.dlx`.
@@ -87,12 +116,28 @@ impl RabbitMqConsumerConfig {
             ("dead-letter exchange", self.dead_letter_exchange_name()),
             ("dead-letter queue", self.default_dead_letter_queue_name()),
         ];
-        for (what, name) in names {
+        let bound = self.bindings.iter().flat_map(|binding| {
+            [
+                ("binding exchange", binding.exchange.clone()),
+                ("binding routing key", binding.routing_key.clone()),
+            ]
+        });
+        for (what, name) in names.into_iter().chain(bound) {
             if name.len() > MAX_NAME_BYTES {
                 return Err(Error::Config(format!(
                     "the rabbitmq {what} name is longer than {MAX_NAME_BYTES} bytes: {name:.40}..."
                 )));
             }
+        }
+        if self
+            .bindings
+            .iter()
+            .any(|binding| binding.exchange.is_empty())
+        {
+            return Err(Error::Config(
+                "a binding's exchange cannot be the default exchange, which routes by queue name"
+                    .to_owned(),
+            ));
         }
         if self
             .dead_letter_exchange
@@ -120,6 +165,7 @@ impl RabbitMqConsumerConfig {
 
 outbox::debug_masking_url!(RabbitMqConsumerConfig {
     queue,
+    bindings,
     prefetch,
     max_attempts,
     retry_base_delay,
@@ -154,4 +200,15 @@ mod tests {
         let long_queue = RabbitMqConsumerConfig::new("amqp://localhost", "q".repeat(252));
         assert!(matches!(long_queue.validate(), Err(Error::Config(_))));
     }
+}
+
+/// One binding of the consumer's queue: messages of `exchange` whose
+/// routing key matches `routing_key` (a topic pattern: `order.*`, `#`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueBinding {
+    /// The exchange: a relay topic.
+    pub exchange: String,
+    /// The binding key.
+    pub routing_key: String,
 }

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::RabbitMqConsumerConfig;
 use super::dead_letter::DeadLetterExchange;
-use super::session::{Session, SessionEnd, consume, open_session};
+use super::session::{Session, SessionEnd, consume, declare_topology, open_session};
 use crate::backend::InboxBackend;
 use crate::consumer::BackgroundPruning;
 use crate::consumer::log_consumer_stopped;
@@ -24,7 +24,7 @@ use crate::stats::ConsumerStats;
 /// ```no_run
 /// # async fn example(pool: sqlx::PgPool) -> Result<(), outbox_inbox::Error> {
 /// use outbox::Event;
-/// use outbox_inbox::Inbox;
+/// use outbox_inbox::{BoxError, Delivery, Inbox};
 /// use outbox_inbox::rabbitmq::{RabbitMqConsumerConfig, RabbitMqInboxConsumer};
 /// use serde::{Deserialize, Serialize};
 /// use tokio_util::sync::CancellationToken;
@@ -33,13 +33,19 @@ use crate::stats::ConsumerStats;
 /// #[event(type = "order.created", aggregate = "order", topic = "orders", source = "/orders")]
 /// struct OrderCreated { #[event(aggregate_id)] order_id: i64, total_cents: i64 }
 ///
-/// let handler = outbox_inbox::typed::<OrderCreated, _, sqlx::Postgres>(|tx, order: &OrderCreated| {
-///     let total = order.total_cents;
-///     Box::pin(async move {
-///         sqlx::query("UPDATE revenue SET cents = cents + $1").bind(total).execute(&mut **tx).await?;
-///         Ok(())
-///     })
-/// });
+/// async fn add_revenue(
+///     tx: &mut sqlx::PgConnection,
+///     order: &OrderCreated,
+///     _delivery: &Delivery<'_>,
+/// ) -> Result<(), BoxError> {
+///     sqlx::query("UPDATE revenue SET cents = cents + $1")
+///         .bind(order.total_cents)
+///         .execute(&mut *tx)
+///         .await?;
+///     Ok(())
+/// }
+///
+/// let handler = outbox_inbox::typed(add_revenue);
 /// let config = RabbitMqConsumerConfig::new("amqp://guest:guest@127.0.0.1:5672/%2f", "billing.orders");
 /// let consumer = RabbitMqInboxConsumer::new(Inbox::new(pool, "billing")?, handler, config)?;
 /// let stop = CancellationToken::new();
@@ -87,6 +93,20 @@ impl<DB: InboxBackend, H: Handler<DB>> RabbitMqInboxConsumer<DB, H> {
     /// The settings.
     pub fn config(&self) -> &RabbitMqConsumerConfig {
         &self.config
+    }
+
+    /// Declare the queue and its [`bindings`](RabbitMqConsumerConfig::bind),
+    /// and the dead-letter exchange and queue, without consuming: what
+    /// [`RabbitMqInboxConsumer::run`] does first. A service calls it before
+    /// it reports ready, so that nothing the relay publishes meanwhile goes
+    /// unrouted.
+    ///
+    /// # Errors
+    /// [`Error::Amqp`] when the broker cannot be reached within
+    /// `connect_timeout`, a queue or exchange exists with other settings,
+    /// or (without bindings) the queue does not exist.
+    pub async fn declare_topology(&self) -> Result<(), Error> {
+        declare_topology(&self.config, self.policy.inbox().consumer()).await
     }
 
     /// Consume until `stop` is cancelled, then cancel the AMQP consumer,

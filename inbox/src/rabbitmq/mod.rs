@@ -72,6 +72,6 @@ mod headers;
 mod session;
 mod topology;
 
-pub use self::config::RabbitMqConsumerConfig;
+pub use self::config::{QueueBinding, RabbitMqConsumerConfig};
 pub use self::consumer::RabbitMqInboxConsumer;
 pub use self::dead_letter::{ATTEMPTS_HEADER, DEAD_LETTER_QUEUE_HEADER, DEAD_LETTER_REASON_HEADER};

@@ -2,6 +2,7 @@
 //! topology, [`consume`] hands each delivery to the delivery policy until
 //! the consumer stops or the connection is lost.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::config::RabbitMqConsumerConfig;
 use super::dead_letter::DeadLetterExchange;
 use super::delivery::deliver;
-use super::topology::{check_queue, declare_dead_letter_topology};
+use super::topology::{declare_dead_letter_topology, open_queue};
 use crate::backend::InboxBackend;
 use crate::error::Error;
 use crate::handler::Handler;
@@ -60,7 +61,7 @@ pub(crate) async fn open_session(
         consume_channel
             .basic_qos(config.prefetch, BasicQosOptions { global: false })
             .await?;
-        let queue = check_queue(&consume_channel, config).await?;
+        let queue = open_queue(&consume_channel, config).await?;
         declare_dead_letter_topology(&consume_channel, config).await?;
 
         let publish_channel = connection.create_channel().await?;
@@ -85,8 +86,35 @@ pub(crate) async fn open_session(
             consumer,
         })
     };
-    match tokio::time::timeout(config.connect_timeout, opening).await {
-        Ok(Ok(session)) => Ok(session),
+    within_connect_timeout(config, opening).await
+}
+
+/// Connect, declare the queue with its bindings and the dead-letter
+/// topology, and close the connection; bounded by `connect_timeout`.
+pub(crate) async fn declare_topology(
+    config: &RabbitMqConsumerConfig,
+    consumer_name: &str,
+) -> Result<(), Error> {
+    let declaring = async {
+        let properties = ConnectionProperties::default().with_connection_name(LongString::from(
+            format!("outbox-inbox {consumer_name} topology"),
+        ));
+        let connection = Connection::connect(&config.url, properties).await?;
+        let channel = connection.create_channel().await?;
+        open_queue(&channel, config).await?;
+        declare_dead_letter_topology(&channel, config).await?;
+        connection.close(200, ShortString::from("OK")).await
+    };
+    within_connect_timeout(config, declaring).await
+}
+
+/// `work` on the broker, bounded by `connect_timeout`.
+async fn within_connect_timeout<T>(
+    config: &RabbitMqConsumerConfig,
+    work: impl Future<Output = Result<T, lapin::Error>>,
+) -> Result<T, Error> {
+    match tokio::time::timeout(config.connect_timeout, work).await {
+        Ok(Ok(done)) => Ok(done),
         Ok(Err(error)) => Err(Error::amqp(error)),
         Err(_elapsed) => Err(Error::amqp(lapin::Error::from(std::io::Error::new(
             std::io::ErrorKind::TimedOut,

@@ -1,5 +1,6 @@
-//! The queues and exchanges a consumer needs: its queue, which must exist,
-//! and the dead-letter exchange, declared with its queue by default.
+//! The queues and exchanges a consumer needs: its queue, which must exist
+//! unless the consumer declares it with its bindings, and the dead-letter
+//! exchange, declared with its queue by default.
 
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::{FieldTable, ShortString};
@@ -7,22 +8,48 @@ use lapin::{Channel, ExchangeKind};
 
 use super::config::{MAX_NAME_BYTES, RabbitMqConsumerConfig};
 
-/// Check with a passive declare that the consumer's queue exists; its name.
-pub(crate) async fn check_queue(
+/// The consumer's queue, its name: checked with a passive declare, or,
+/// with bindings configured, declared (durable) and bound to each binding's
+/// exchange, declared as a durable topic exchange. Declaring what exists
+/// with the same settings changes nothing; other settings are the broker's
+/// `PRECONDITION_FAILED`.
+pub(crate) async fn open_queue(
     channel: &Channel,
     config: &RabbitMqConsumerConfig,
 ) -> Result<ShortString, lapin::Error> {
     let queue = short(&config.queue)?;
+    let declare = QueueDeclareOptions {
+        passive: config.bindings.is_empty(),
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
     channel
-        .queue_declare(
-            queue.clone(),
-            QueueDeclareOptions {
-                passive: true,
-                ..QueueDeclareOptions::default()
-            },
-            FieldTable::default(),
-        )
+        .queue_declare(queue.clone(), declare, FieldTable::default())
         .await?;
+    for binding in &config.bindings {
+        let exchange = short(&binding.exchange)?;
+        let durable = ExchangeDeclareOptions {
+            durable: true,
+            ..ExchangeDeclareOptions::default()
+        };
+        channel
+            .exchange_declare(
+                exchange.clone(),
+                ExchangeKind::Topic,
+                durable,
+                FieldTable::default(),
+            )
+            .await?;
+        channel
+            .queue_bind(
+                queue.clone(),
+                exchange,
+                short(&binding.routing_key)?,
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+    }
     Ok(queue)
 }
 

@@ -8,12 +8,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use outbox::Event;
-use outbox_inbox::{BoxError, DecodeError, Handler, InboxBackend, IncomingEvent};
+use outbox_inbox::{BoxError, DecodeError, Delivery, Handler, InboxBackend, IncomingEvent};
 use outbox_testkit::TestBackend;
 use serde::{Deserialize, Serialize};
-use sqlx::Transaction;
 use uuid::Uuid;
 
 use crate::broker::Message;
@@ -271,12 +269,13 @@ impl<DB: InboxBackend + TestBackend> Handler<DB> for LedgerHandler {
     /// Record the effect, wait at the gate, then use the transaction once
     /// more (which fails when the connection was cut meanwhile), and fail
     /// where the ledger says so.
-    fn handle<'t>(
-        &'t self,
-        tx: &'t mut Transaction<'static, DB>,
-        credit: &'t AccountCredited,
-    ) -> BoxFuture<'t, Result<(), BoxError>> {
-        Box::pin(async move {
+    async fn handle(
+        &self,
+        tx: &mut DB::Connection,
+        credit: &AccountCredited,
+        _delivery: &Delivery<'_>,
+    ) -> Result<(), BoxError> {
+        {
             let ledger = &self.ledger;
             let key = effect_key(&credit.account, credit.seq);
             let failed = |source| LedgerError {
@@ -286,7 +285,7 @@ impl<DB: InboxBackend + TestBackend> Handler<DB> for LedgerHandler {
             let attempt = ledger.count_run(&key);
             let started = ledger.started.fetch_add(1, Ordering::SeqCst);
             let fails = ledger
-                .fails::<DB>(&mut **tx, credit, attempt)
+                .fails::<DB>(&mut *tx, credit, attempt)
                 .await
                 .map_err(failed)?;
             let insert = format!(
@@ -294,14 +293,14 @@ impl<DB: InboxBackend + TestBackend> Handler<DB> for LedgerHandler {
                  VALUES ('{key}', '{}', {}, {started})",
                 credit.account, credit.seq
             );
-            DB::execute(&mut **tx, &insert).await.map_err(failed)?;
+            DB::execute(&mut *tx, &insert).await.map_err(failed)?;
             ledger.gate.pass().await;
-            DB::execute(&mut **tx, "SELECT 1").await.map_err(failed)?;
+            DB::execute(&mut *tx, "SELECT 1").await.map_err(failed)?;
             if fails {
                 ledger.count_failure(&key);
                 return Err(format!("{key} attempt {attempt} fails on purpose").into());
             }
             Ok(())
-        })
+        }
     }
 }

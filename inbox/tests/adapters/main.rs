@@ -13,7 +13,8 @@
 //! goes on ([`poison`]); a database outage ridden out without losing or
 //! acknowledging anything early ([`database_outage`]). What only one broker
 //! has stays in its own file: Kafka's offsets across rebalances and crashes
-//! ([`kafka_offsets`]), RabbitMQ's reconnection ([`rabbitmq_connection`]).
+//! ([`kafka_offsets`]), RabbitMQ's reconnection ([`rabbitmq_connection`]) and topology
+//! ([`rabbitmq_topology`]).
 
 /// One test per scenario on both brokers and the listed backends, in the
 /// calling scenario module.
@@ -41,4 +42,5 @@ mod duplicates;
 mod kafka_offsets;
 mod poison;
 mod rabbitmq_connection;
+mod rabbitmq_topology;
 mod retries;

@@ -36,6 +36,29 @@ pub struct RabbitMqSide {
 }
 
 impl RabbitMqSide {
+    /// A side whose exchange and queue are named but not declared, for a
+    /// consumer that declares them itself; deleted on drop all the same.
+    pub async fn undeclared(prefix: &str) -> RabbitMqSide {
+        let connection = require_rabbitmq().await;
+        let channel = connection.create_channel().await.expect("channel");
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .expect("confirm mode");
+        RabbitMqSide {
+            connection,
+            channel,
+            exchange: unique_name(&format!("{prefix}-x")),
+            queue: unique_name(prefix),
+            published: AtomicU64::new(0),
+        }
+    }
+
+    /// The exchange the side publishes to.
+    pub fn exchange(&self) -> &str {
+        &self.exchange
+    }
+
     fn dead_letter_queue(&self) -> String {
         format!("{}.dlq", self.queue)
     }
