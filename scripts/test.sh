@@ -395,6 +395,9 @@ log "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 log "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+# Every public item documented, every intra-doc link resolved.
+log "cargo doc --workspace --no-deps --all-features (RUSTDOCFLAGS=-D warnings)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
 # The workspace build turns every feature on; users build each library
 # with the features they name: each combination that matters, on its own.
 log "scripts/check_features.sh (each database and broker alone, none, all)"

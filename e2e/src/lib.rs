@@ -5,3 +5,13 @@
 //! The library is empty; the package exists so that the `outbox` crate does
 //! not dev-depend on the relay or the inbox. `cargo test --workspace` (or
 //! `scripts/test.sh`) runs these tests with every other.
+
+/// The README's Rust snippets, compiled as doc tests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeSnippets;
+
+/// The consumers of `docs/inbox.md`, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/inbox.md")]
+pub struct InboxGuideSnippets;

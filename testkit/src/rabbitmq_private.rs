@@ -224,7 +224,7 @@ impl PrivateRabbitMq {
 impl Drop for PrivateRabbitMq {
     /// SIGTERM to the start script, which stops the node and waits for it;
     /// SIGKILL to the whole process group when that takes longer than
-    /// [`STOP_LIMIT`]. Then the directory goes.
+    /// `STOP_LIMIT`. Then the directory goes.
     fn drop(&mut self) {
         let pid = self.child.id().to_string();
         if self.try_wait().is_none() {
