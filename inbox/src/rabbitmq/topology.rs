@@ -28,18 +28,7 @@ pub(crate) async fn open_queue(
         .await?;
     for binding in &config.bindings {
         let exchange = short(&binding.exchange)?;
-        let durable = ExchangeDeclareOptions {
-            durable: true,
-            ..ExchangeDeclareOptions::default()
-        };
-        channel
-            .exchange_declare(
-                exchange.clone(),
-                ExchangeKind::Topic,
-                durable,
-                FieldTable::default(),
-            )
-            .await?;
+        declare_durable_exchange(channel, exchange.clone(), ExchangeKind::Topic).await?;
         channel
             .queue_bind(
                 queue.clone(),
@@ -75,18 +64,7 @@ pub(crate) async fn declare_dead_letter_topology(
             )
             .await;
     }
-    let durable = ExchangeDeclareOptions {
-        durable: true,
-        ..ExchangeDeclareOptions::default()
-    };
-    channel
-        .exchange_declare(
-            exchange.clone(),
-            ExchangeKind::Fanout,
-            durable,
-            FieldTable::default(),
-        )
-        .await?;
+    declare_durable_exchange(channel, exchange.clone(), ExchangeKind::Fanout).await?;
     let dead_letter_queue = short(&config.default_dead_letter_queue_name())?;
     let durable = QueueDeclareOptions {
         durable: true,
@@ -103,6 +81,22 @@ pub(crate) async fn declare_dead_letter_topology(
             QueueBindOptions::default(),
             FieldTable::default(),
         )
+        .await
+}
+
+/// Declare the durable exchange `exchange` of `kind`; nothing changes when
+/// it exists with the same settings.
+async fn declare_durable_exchange(
+    channel: &Channel,
+    exchange: ShortString,
+    kind: ExchangeKind,
+) -> Result<(), lapin::Error> {
+    let durable = ExchangeDeclareOptions {
+        durable: true,
+        ..ExchangeDeclareOptions::default()
+    };
+    channel
+        .exchange_declare(exchange, kind, durable, FieldTable::default())
         .await
 }
 

@@ -156,23 +156,10 @@ impl BrokerSide for RabbitMqSide {
     const COUNTS_ATTEMPTS: bool = true;
 
     async fn create(prefix: &str, _partitions: i32) -> RabbitMqSide {
-        let connection = require_rabbitmq().await;
-        let channel = connection.create_channel().await.expect("channel");
-        channel
-            .confirm_select(ConfirmSelectOptions::default())
-            .await
-            .expect("confirm mode");
-        let exchange = unique_name(&format!("{prefix}-x"));
-        let queue = unique_name(prefix);
-        declare_topic_exchange(&channel, &exchange).await;
-        declare_bound_queue(&channel, &exchange, &queue).await;
-        RabbitMqSide {
-            connection,
-            channel,
-            exchange,
-            queue,
-            published: AtomicU64::new(0),
-        }
+        let side = RabbitMqSide::undeclared(prefix).await;
+        declare_topic_exchange(&side.channel, &side.exchange).await;
+        declare_bound_queue(&side.channel, &side.exchange, &side.queue).await;
+        side
     }
 
     async fn publish(&self, messages: &[Message]) {
