@@ -57,6 +57,18 @@ for combination in "${COMBINATIONS[@]}"; do
 done
 printf '[check_features.sh] %d feature combinations build cleanly\n' "${#COMBINATIONS[@]}" >&2
 
+# A service on PostgreSQL and RabbitMQ builds neither librdkafka nor the
+# MySQL and SQLite drivers.
+printf '[check_features.sh] outbox-inbox with "postgres,rabbitmq" pulls in no other driver\n' >&2
+unwanted=$(cargo tree -q -e normal -p outbox-inbox --no-default-features \
+    --features postgres,rabbitmq --prefix none \
+    | grep -E '^(rdkafka-sys|sqlx-mysql|sqlx-sqlite|libsqlite3-sys|aws-lc-sys) ' | sort -u || true)
+if [[ -n $unwanted ]]; then
+    printf '[check_features.sh] ERROR: outbox-inbox (postgres,rabbitmq) depends on:\n%s\n' \
+        "$unwanted" >&2
+    exit 1
+fi
+
 # A binary built without a database or a broker refuses it by name, before
 # it connects to anything. (It replaces target/debug/outbox-relay; the tests
 # relink the one with every feature.)
