@@ -156,11 +156,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 2. The relay, in-process, publishing to stdout.
     eprintln!("\nrelay output (one CloudEvent per line):");
-    let config = RelayConfig {
-        poll_interval_max: Duration::from_millis(50),
-        instance_id: Some("quickstart".to_owned()),
-        ..RelayConfig::default()
-    };
+    let mut config = RelayConfig::default();
+    config.poll_interval_max = Duration::from_millis(50);
+    config.instance_id = Some("quickstart".to_owned());
     let published = TeeToStdout::default();
     let publisher: Arc<dyn Publisher> = Arc::new(StdoutPublisher::with_writer(published.clone()));
     let relay = RelayService::builder()

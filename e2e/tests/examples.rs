@@ -405,10 +405,8 @@ async fn billing_consumer_invoices_each_order_once_when_an_event_arrives_twice()
     let store: Arc<dyn OutboxStore> = Arc::new(PostgresStore::new(producer.pool().clone()));
     let publisher = RabbitMqPublisher::new(RabbitMqPublisherConfig::new(amqp.clone()))
         .expect("a RabbitMQ publisher");
-    let config = RelayConfig {
-        poll_interval_max: Duration::from_millis(50),
-        ..RelayConfig::default()
-    };
+    let mut config = RelayConfig::default();
+    config.poll_interval_max = Duration::from_millis(50);
     let relay = Relay::new(
         Arc::clone(&store),
         Arc::new(RepublishFirst {

@@ -126,10 +126,8 @@ async fn the_handler_span_continues_the_producers_trace() {
     let produced = enqueue_in_producer_span(db.pool(), &topology.exchange).await;
 
     // The relay, in-process, publishing to the real RabbitMQ.
-    let relay_config = RelayConfig {
-        poll_interval_max: Duration::from_millis(50),
-        ..RelayConfig::default()
-    };
+    let mut relay_config = RelayConfig::default();
+    relay_config.poll_interval_max = Duration::from_millis(50);
     let publisher = RabbitMqPublisher::new(RabbitMqPublisherConfig::new(amqp_url()))
         .expect("rabbitmq publisher");
     let relay = Relay::new(

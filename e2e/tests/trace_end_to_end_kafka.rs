@@ -45,10 +45,8 @@ async fn the_kafka_handler_span_continues_the_producers_trace() {
             "the Kafka broker at {brokers} is not reachable ({error}); start the test services with `scripts/test.sh --services-only`"
         );
     }
-    let relay_config = RelayConfig {
-        poll_interval_max: Duration::from_millis(50),
-        ..RelayConfig::default()
-    };
+    let mut relay_config = RelayConfig::default();
+    relay_config.poll_interval_max = Duration::from_millis(50);
     let relay = Relay::new(
         Arc::new(PostgresStore::new(db.pool().clone())),
         Arc::new(publisher),

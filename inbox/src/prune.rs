@@ -15,6 +15,7 @@ use crate::error::Error;
 
 /// How much of the inbox to keep.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PruneSettings {
     /// Keep rows younger than this. Default 7 days.
     pub window: Duration,

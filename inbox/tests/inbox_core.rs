@@ -219,12 +219,11 @@ async fn pruning_keeps_the_window_and_the_row_limit<DB: InboxBackend + TestBacke
         .expect("age rows");
     drop(connection);
 
-    let window = PruneSettings {
-        window: Duration::from_secs(7 * 24 * 3600),
-        max_rows: None,
-        batch_size: 3,
-        interval: Duration::from_secs(60),
-    };
+    let mut window = PruneSettings::default();
+    window.window = Duration::from_secs(7 * 24 * 3600);
+    window.max_rows = None;
+    window.batch_size = 3;
+    window.interval = Duration::from_secs(60);
     let deleted = outbox_inbox::prune_once(db.pool(), "billing", &window)
         .await
         .expect("prune");
@@ -239,10 +238,8 @@ async fn pruning_keeps_the_window_and_the_row_limit<DB: InboxBackend + TestBacke
     );
     assert_eq!(db.count("SELECT COUNT(*) FROM inbox_messages").await, 20);
 
-    let capped = PruneSettings {
-        max_rows: Some(15),
-        ..window
-    };
+    let mut capped = window.clone();
+    capped.max_rows = Some(15);
     assert_eq!(
         outbox_inbox::prune_once(db.pool(), "billing", &capped)
             .await

@@ -24,6 +24,7 @@ use crate::tasks::Tasks;
 
 /// Settings of one relay instance.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RelaySettings {
     /// This instance's id, the owner of its leases.
     pub relay_id: String,

@@ -320,10 +320,8 @@ async fn the_batch_loop_runs_on_another_event_source_unchanged() {
         ..RecordingPublisher::default()
     });
 
-    let config = RelayConfig {
-        batch_size: Some(40),
-        ..RelayConfig::default()
-    };
+    let mut config = RelayConfig::default();
+    config.batch_size = Some(40);
     let (stop, running) = spawn_relay(
         &store,
         &source,
@@ -446,10 +444,8 @@ async fn the_batches_in_flight_stay_within_max_batch_bytes() {
         })
         .collect();
     let publisher = Arc::new(ConfirmHoldingPublisher::default());
-    let config = RelayConfig {
-        max_batch_bytes: MAX_BATCH_BYTES,
-        ..RelayConfig::default()
-    };
+    let mut config = RelayConfig::default();
+    config.max_batch_bytes = MAX_BATCH_BYTES;
     let (stop, running) = spawn_relay(
         &store,
         &source,
@@ -516,11 +512,9 @@ async fn a_rebalance_keeping_every_lease_does_not_wait_for_acknowledgements() {
     let source = Arc::new(MemorySource::default());
     *source.pending.lock().expect("pending") = vec![event(1, "a-1", "moved")];
     let publisher = Arc::new(ConfirmHoldingPublisher::default());
-    let config = RelayConfig {
-        lease_duration: Duration::from_secs(3),
-        publish_timeout: Duration::from_secs(1),
-        ..RelayConfig::default()
-    };
+    let mut config = RelayConfig::default();
+    config.lease_duration = Duration::from_secs(3);
+    config.publish_timeout = Duration::from_secs(1);
     let (stop, running) = spawn_relay(
         &store,
         &source,

@@ -16,6 +16,7 @@ pub const DEAD_LETTER_SUFFIX: &str = ".dlq";
 
 /// Settings of a [`KafkaInboxConsumer`](super::KafkaInboxConsumer).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KafkaConsumerConfig {
     /// Bootstrap brokers, `host:port` each.
     pub brokers: Vec<String>,

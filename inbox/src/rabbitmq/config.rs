@@ -13,6 +13,7 @@ pub(crate) const MAX_NAME_BYTES: usize = 255;
 
 /// Settings of a [`RabbitMqInboxConsumer`](super::RabbitMqInboxConsumer).
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RabbitMqConsumerConfig {
     /// `amqp://user:pass@host:port/vhost`, or `amqps://` for TLS.
     pub url: String,

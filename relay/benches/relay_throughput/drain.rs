@@ -59,10 +59,8 @@ pub(crate) async fn relay_drain(
         acks: None,
         failures: AtomicU64::new(0),
     });
-    let config = RelayConfig {
-        batch_size: Some(batch_size),
-        ..RelayConfig::default()
-    };
+    let mut config = RelayConfig::default();
+    config.batch_size = Some(batch_size);
     let stop = CancellationToken::new();
     let wakeup = Wakeup::new();
     opened.watch_commits(

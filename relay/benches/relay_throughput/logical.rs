@@ -130,10 +130,8 @@ async fn logical_drain(
         reached: Notify::new(),
         target: settings.events,
     });
-    let config = RelayConfig {
-        batch_size: Some(batch_size),
-        ..RelayConfig::default()
-    };
+    let mut config = RelayConfig::default();
+    config.batch_size = Some(batch_size);
     let stop = CancellationToken::new();
     let wakeup = Wakeup::new();
     counting.watch_commits(

@@ -68,6 +68,7 @@ pub use retry::RetryPolicy;
 
 /// Settings of the batch loop.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DispatchSettings {
     /// Events fetched per batch.
     pub batch_size: i64,

@@ -6,6 +6,7 @@ use outbox::backoff::{Backoff, Jitter};
 
 /// Exponential backoff with jitter for failed events, bounded in attempts.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RetryPolicy {
     /// Delay after the first failure.
     pub base_delay: Duration,

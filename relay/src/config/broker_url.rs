@@ -24,6 +24,7 @@ const ACCEPTED_BROKERS: &str = "expected kafka://HOST:PORT[,HOST:PORT...], \
 ///
 /// [`Display`](fmt::Display) masks the AMQP password.
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BrokerUrl {
     /// A Kafka cluster, reached through its bootstrap brokers.
     Kafka {

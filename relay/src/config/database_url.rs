@@ -38,6 +38,7 @@ const ACCEPTED_DATABASE_URLS: &str =
 /// `mariadb://` is rewritten to `mysql://`. [`Display`](fmt::Display) masks
 /// the password; [`DatabaseUrl::as_str`] does not.
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DatabaseUrl {
     /// `postgres://` or `postgresql://`.
     Postgres(String),

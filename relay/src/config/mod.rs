@@ -59,6 +59,7 @@ pub const DEFAULT_LOGICAL_BATCH_SIZE: u32 = 2000;
 /// The relay's settings. [`Default`] gives the documented defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct RelayConfig {
     /// Events read and published per batch, from 1 to 10000. Default `500`
     /// when polling and `2000` with `source = "logical"` (see
@@ -184,6 +185,7 @@ impl Default for RelayConfig {
 /// Where the relay finds committed events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum EventSourceKind {
     /// `"poll"`: read pending rows of the leased partitions, mark them
     /// published.
@@ -211,6 +213,7 @@ impl EventSourceKind {
 /// is added, so the wait lies between the value and twice it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct RetryConfig {
     /// The wait after the first failure. More than zero. Default `"1s"`.
     #[serde(deserialize_with = "deserialize::duration")]
@@ -244,6 +247,7 @@ impl Default for RetryConfig {
 /// `[dead_letter]`: events that used up their retries.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct DeadLetterConfig {
     /// What a dead event does to the later events of its aggregate.
     /// Default `"hold"`.
@@ -253,6 +257,7 @@ pub struct DeadLetterConfig {
 /// Whether a dead event holds back the later events of its aggregate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum DeadLetterPolicy {
     /// `"hold"`: the aggregate's later events wait until an operator
     /// retries or discards the dead one, so per-aggregate order is never
@@ -269,6 +274,7 @@ pub enum DeadLetterPolicy {
 /// events are never deleted by it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct RetentionConfig {
     /// Whether published events are deleted at all. Default `true`.
     pub enabled: bool,
@@ -307,6 +313,7 @@ impl Default for RetentionConfig {
 /// weaken that are refused.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct KafkaConfig {
     /// How long the producer tries to deliver one message
     /// (librdkafka's `message.timeout.ms`). More than zero and less than
@@ -359,6 +366,7 @@ impl Default for KafkaConfig {
 /// [`AmqpConfig::routing_key_for`].
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct AmqpConfig {
     /// How long a publish waits for the broker's publisher confirm. More
     /// than zero and less than `publish_timeout`. Default `"5s"`.
@@ -409,6 +417,7 @@ impl AmqpConfig {
 /// `[amqp.routing."<topic>"]`: how events of one topic are routed.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct AmqpRoute {
     /// The routing key, `"event_type"` for each event's type. Required.
     pub routing_key: RoutingKey,
@@ -417,6 +426,7 @@ pub struct AmqpRoute {
 /// `[http]`: the HTTP endpoint for health checks and metrics.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct HttpConfig {
     /// The address to listen on, an IP address and a port
     /// (`"0.0.0.0:9090"`, `"[::1]:9090"`; port 0 picks a free one).

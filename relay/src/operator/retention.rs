@@ -12,6 +12,7 @@ use crate::store::OperatorStore;
 
 /// When published events are deleted.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RetentionSettings {
     /// Age after publication at which an event is deleted.
     pub keep_published: Duration,
@@ -19,6 +20,18 @@ pub struct RetentionSettings {
     pub interval: Duration,
     /// Rows deleted per statement.
     pub batch_size: i64,
+}
+
+/// The `[retention]` defaults: a week after publication, a pass a minute,
+/// 1,000 rows a statement.
+impl Default for RetentionSettings {
+    fn default() -> Self {
+        RetentionSettings {
+            keep_published: Duration::from_secs(7 * 24 * 60 * 60),
+            interval: Duration::from_secs(60),
+            batch_size: 1000,
+        }
+    }
 }
 
 /// Most statements in one pass, so one pass never holds the database long.

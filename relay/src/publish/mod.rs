@@ -30,6 +30,7 @@ pub use stdout::StdoutPublisher;
 
 /// Why one event was not published.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PublishFailure {
     /// The broker could not be reached or did not answer in time (connection
     /// lost, timeout, broker shutting down). Says nothing about the event

@@ -320,10 +320,8 @@ fn kafka_options_that_break_the_contract_are_refused() {
 
 #[test]
 fn validate_reports_without_a_file() {
-    let config = RelayConfig {
-        batch_size: Some(0),
-        ..RelayConfig::default()
-    };
+    let mut config = RelayConfig::default();
+    config.batch_size = Some(0);
     let message = one_line(config.validate());
     assert_eq!(
         message,

@@ -262,11 +262,10 @@ async fn retention_and_replay_leave_a_backlog_not_yet_handed_over_alone() {
     let streamed_id = insert_event(&mut streamed, &topic, "streamed", 0).await;
     streamed.commit().await.expect("commit");
 
-    let settings = RetentionSettings {
-        keep_published: Duration::ZERO,
-        interval: Duration::ZERO,
-        batch_size: 10,
-    };
+    let mut settings = RetentionSettings::default();
+    settings.keep_published = Duration::ZERO;
+    settings.interval = Duration::ZERO;
+    settings.batch_size = 10;
     // Each pass takes a checkpoint; the slot is then moved past it, as a
     // relay that streamed and confirmed everything would.
     let streamed_deleted = wait_until(WAIT, || async {

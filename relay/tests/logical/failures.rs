@@ -14,10 +14,7 @@ use outbox_relay::leases::LeaseStore;
 use outbox_relay::publish::{PublishFailure, Publisher};
 use outbox_relay::source::{EventSource, OutboxStore};
 use outbox_relay::store::{DeadSelector, OperatorStore};
-use outbox_relay::{
-    DeadLetterConfig, DeadLetterPolicy, DispatchTotals, OutboundEvent, Relay, RelayConfig,
-    RetryConfig, Wakeup,
-};
+use outbox_relay::{DeadLetterPolicy, DispatchTotals, OutboundEvent, Relay, RelayConfig, Wakeup};
 use sqlx::Acquire;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -97,21 +94,17 @@ fn start_relay(
     JoinHandle<Result<DispatchTotals, outbox_relay::Error>>,
 ) {
     let source = database.source();
-    let config = RelayConfig {
-        batch_size: Some(50),
-        lease_duration: Duration::from_secs(2),
-        publish_timeout: Duration::from_millis(800),
-        poll_interval_min: Duration::from_millis(5),
-        poll_interval_max: Duration::from_millis(100),
-        retry: RetryConfig {
-            base_delay: Duration::from_millis(50),
-            max_delay: Duration::from_millis(200),
-            max_attempts: 3,
-            jitter: false,
-        },
-        dead_letter: DeadLetterConfig { policy },
-        ..RelayConfig::default()
-    };
+    let mut config = RelayConfig::default();
+    config.batch_size = Some(50);
+    config.lease_duration = Duration::from_secs(2);
+    config.publish_timeout = Duration::from_millis(800);
+    config.poll_interval_min = Duration::from_millis(5);
+    config.poll_interval_max = Duration::from_millis(100);
+    config.retry.base_delay = Duration::from_millis(50);
+    config.retry.max_delay = Duration::from_millis(200);
+    config.retry.max_attempts = 3;
+    config.retry.jitter = false;
+    config.dead_letter.policy = policy;
     let settings = outbox_relay::relay_settings("relay-failures".to_owned(), &config);
     let wakeup = Wakeup::new();
     let stop = CancellationToken::new();

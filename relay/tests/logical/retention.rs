@@ -24,11 +24,10 @@ async fn streamed_events_are_deleted_once_the_slot_confirmed_a_later_checkpoint(
     let database = LogicalDatabase::new().await;
     let source = database.source();
     let leases = acquire(&source, "relay-retention").await;
-    let settings = RetentionSettings {
-        keep_published: Duration::ZERO,
-        interval: Duration::ZERO,
-        batch_size: 2,
-    };
+    let mut settings = RetentionSettings::default();
+    settings.keep_published = Duration::ZERO;
+    settings.interval = Duration::ZERO;
+    settings.batch_size = 2;
     let deleted = AtomicU64::new(0);
     let pass = || async {
         let rows = run_logical_retention_pass(

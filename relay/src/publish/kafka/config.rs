@@ -10,6 +10,7 @@ use super::guarantee::check_client_option;
 
 /// Settings of a [`KafkaPublisher`](super::KafkaPublisher).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KafkaPublisherConfig {
     /// Bootstrap brokers, `host:port` each.
     pub brokers: Vec<String>,

@@ -10,6 +10,7 @@ use crate::publish::RoutingKey;
 
 /// Settings of a [`RabbitMqPublisher`](super::RabbitMqPublisher).
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RabbitMqPublisherConfig {
     /// `amqp://user:pass@host:port/vhost`, or `amqps://` for TLS.
     pub url: String,
