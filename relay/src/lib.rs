@@ -19,7 +19,9 @@
 //! - [`config`]: the TOML file and the URLs, turned into all of the above.
 //! - [`service`]: [`RelayService`], a whole relay from a database, a broker
 //!   and the settings, run until a `CancellationToken` fires: what the
-//!   binary runs, and what a service embeds.
+//!   binary runs, and what a service embeds; [`admin`]: [`RelayAdmin`],
+//!   the operator's commands (`status`, `dead`, `replay`, the slot
+//!   commands) as a library.
 //!
 //! The command line is the binary's (`src/bin/outbox-relay/`).
 
@@ -48,6 +50,7 @@ macro_rules! sql_files {
     };
 }
 
+pub mod admin;
 pub mod batch;
 pub mod config;
 pub mod error;
@@ -62,6 +65,7 @@ pub mod source;
 pub mod store;
 pub mod tasks;
 
+pub use admin::RelayAdmin;
 pub use batch::{
     DispatchSettings, DispatchTotals, METRICS_CONTENT_TYPE, PublishHealth, RelayMetrics,
     RetryPolicy,

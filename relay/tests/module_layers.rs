@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// operator work and HTTP, then the relay's assembly, then configuration.
 const LAYERS: &[&str] = &[
     "error", "tasks", "event", "store", "publish", "leases", "source", "batch", "operator", "http",
-    "relay", "config", "service",
+    "relay", "config", "service", "admin",
 ];
 
 /// Crates only the binary may use: the library leaves them to the program

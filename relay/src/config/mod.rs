@@ -49,7 +49,7 @@ pub use relay_settings::relay_settings;
 use diagnostics::describe_toml_error;
 
 pub use crate::publish::RoutingKey;
-pub use crate::source::DEFAULT_MAX_BATCH_BYTES;
+pub use crate::source::{DEFAULT_MAX_BATCH_BYTES, SlotName};
 
 /// Events per batch when polling, unless `batch_size` says otherwise.
 pub const DEFAULT_POLLING_BATCH_SIZE: u32 = 500;
@@ -533,5 +533,37 @@ impl RelayConfig {
     /// Nothing is then left for `replay`.
     pub fn deletes_on_publish(&self) -> bool {
         self.retention.enabled && self.retention.published.is_zero()
+    }
+
+    /// The checked slot of the logical source on `database`, or `None`
+    /// when polling: the one place that refuses the logical source on a
+    /// database other than PostgreSQL, or a bad `slot`.
+    ///
+    /// ```
+    /// use outbox_relay::config::{DatabaseUrl, EventSourceKind, RelayConfig};
+    ///
+    /// let mut config = RelayConfig::default();
+    /// let sqlite: DatabaseUrl = "sqlite://outbox.db".parse()?;
+    /// assert!(config.logical_slot(&sqlite)?.is_none());
+    /// config.source = EventSourceKind::Logical;
+    /// assert!(config.logical_slot(&sqlite).is_err());
+    /// # Ok::<(), outbox_relay::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Logical`] for the logical source on MySQL or SQLite;
+    /// [`Error::InvalidArgument`] for a bad slot name.
+    pub fn logical_slot(&self, database: &DatabaseUrl) -> Result<Option<SlotName>, Error> {
+        if self.source != EventSourceKind::Logical {
+            return Ok(None);
+        }
+        if !matches!(database, DatabaseUrl::Postgres(_)) {
+            return Err(Error::Logical(format!(
+                "the logical source (--source logical) needs PostgreSQL (logical decoding of the \
+                 WAL); this database is {}: use the polling source (--source poll)",
+                database.backend()
+            )));
+        }
+        SlotName::parse(&self.slot).map(Some)
     }
 }

@@ -177,10 +177,11 @@ impl RelayServiceBuilder {
     /// The relay, checked.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] without a database or a broker, or for
-    /// the logical source on a pool (it needs a URL) or on a database other
-    /// than PostgreSQL; [`Error::InvalidArgument`] for a bad slot name in
-    /// the config.
+    /// [`Error::InvalidArgument`] without a database or a broker, for the
+    /// logical source on a pool (it needs a URL), or for a bad slot name;
+    /// [`Error::Logical`] for the logical source on a database other than
+    /// PostgreSQL; [`Error::FeatureNotBuilt`] for the logical source
+    /// without the `logical` feature.
     pub fn build(self) -> Result<RelayService, Error> {
         let database = self.database.ok_or_else(|| {
             Error::InvalidArgument(
@@ -200,28 +201,17 @@ impl RelayServiceBuilder {
             config.slot = slot.as_str().to_owned();
         }
         if config.source == EventSourceKind::Logical {
-            SlotName::parse(&config.slot)?;
             Error::require_feature("logical", cfg!(feature = "logical"), || {
                 "the logical source".to_owned()
             })?;
-            match &database {
-                RelayDatabase::Url(DatabaseUrl::Postgres(_)) => {}
-                RelayDatabase::Url(url) => {
-                    return Err(Error::InvalidArgument(format!(
-                        "the logical source needs PostgreSQL (logical decoding of the WAL); this \
-                         database is {}: use the polling source",
-                        url.backend()
-                    )));
-                }
-                #[allow(unreachable_patterns)]
-                _ => {
-                    return Err(Error::InvalidArgument(
-                        "the logical source opens a replication connection of its own: give the \
-                         database as a URL, not a pool"
-                            .to_owned(),
-                    ));
-                }
-            }
+            let RelayDatabase::Url(url) = &database else {
+                return Err(Error::InvalidArgument(
+                    "the logical source opens a replication connection of its own: give the \
+                     database as a URL, not a pool"
+                        .to_owned(),
+                ));
+            };
+            config.logical_slot(url)?;
         }
         Ok(RelayService {
             database,

@@ -93,7 +93,7 @@ async fn the_logical_source_is_refused_on_mysql_and_sqlite() {
     ];
     for (args, environment) in cases {
         let output = relay(&args, &environment);
-        assert_one_line_error(&output, &["--source logical needs PostgreSQL"]);
+        assert_one_line_error(&output, &["(--source logical) needs PostgreSQL"]);
     }
     assert!(!sqlite.exists(), "nothing was opened");
 }

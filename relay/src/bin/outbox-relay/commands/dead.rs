@@ -3,24 +3,16 @@
 
 use super::database_url;
 use crate::args::{DeadAction, DeadSelection};
-use outbox_relay::config::open_store;
+use outbox_relay::admin::{DeadSelector, RelayAdmin};
 use outbox_relay::error::Error;
-use outbox_relay::store::{Connections, DeadSelector};
 
+/// `--aggregate TYPE:ID`.
 fn parse_aggregate(text: &str) -> Result<DeadSelector, Error> {
-    match text.split_once(':') {
-        Some((aggregate_type, aggregate_id))
-            if !aggregate_type.is_empty() && !aggregate_id.is_empty() =>
-        {
-            Ok(DeadSelector::Aggregate {
-                aggregate_type: aggregate_type.to_owned(),
-                aggregate_id: aggregate_id.to_owned(),
-            })
-        }
-        _ => Err(Error::InvalidArgument(format!(
+    DeadSelector::aggregate(text).map_err(|_| {
+        Error::InvalidArgument(format!(
             "invalid --aggregate `{text}`: expected TYPE:ID, e.g. order:42"
-        ))),
-    }
+        ))
+    })
 }
 
 fn selector(selection: &DeadSelection) -> Result<DeadSelector, Error> {
@@ -47,8 +39,8 @@ pub(super) async fn dead(action: DeadAction) -> Result<(), Error> {
                 (None, Some(aggregate)) => parse_aggregate(&aggregate)?,
                 (None, None) => DeadSelector::All,
             };
-            let store = open_store(&database_url(&database)?, Connections::OnDemand).await?;
-            let dead = store.list_dead(&selector, limit).await?;
+            let admin = RelayAdmin::connect(database_url(&database)?).await?;
+            let dead = admin.dead_events(&selector, limit).await?;
             if json {
                 let text = serde_json::to_string_pretty(&dead)?;
                 println!("{text}");
@@ -75,9 +67,8 @@ pub(super) async fn dead(action: DeadAction) -> Result<(), Error> {
             selection,
         } => {
             let selector = selector(&selection)?;
-            let store = open_store(&database_url(&database)?, Connections::OnDemand).await?;
-            let retried = store.retry_dead(&selector).await?;
-            require_a_match(retried, &selector)?;
+            let admin = RelayAdmin::connect(database_url(&database)?).await?;
+            let retried = admin.retry_dead(&selector).await?;
             println!("{retried} dead event(s) made pending again");
             Ok(())
         }
@@ -86,32 +77,10 @@ pub(super) async fn dead(action: DeadAction) -> Result<(), Error> {
             selection,
         } => {
             let selector = selector(&selection)?;
-            let store = open_store(&database_url(&database)?, Connections::OnDemand).await?;
-            let discarded = store.discard_dead(&selector).await?;
-            require_a_match(discarded, &selector)?;
+            let admin = RelayAdmin::connect(database_url(&database)?).await?;
+            let discarded = admin.discard_dead(&selector).await?;
             println!("{discarded} dead event(s) discarded");
             Ok(())
         }
-    }
-}
-
-/// A `dead retry` or `dead discard` that names an event or an aggregate
-/// and matched nothing is an error (a mistyped id, or an event that is not
-/// dead); `--all` matching nothing is not.
-fn require_a_match(matched: u64, selector: &DeadSelector) -> Result<(), Error> {
-    if matched > 0 {
-        return Ok(());
-    }
-    match selector {
-        DeadSelector::EventId(event_id) => Err(Error::NotFound(format!(
-            "no dead event has event id {event_id}: it does not exist or is not dead"
-        ))),
-        DeadSelector::Aggregate {
-            aggregate_type,
-            aggregate_id,
-        } => Err(Error::NotFound(format!(
-            "aggregate {aggregate_type}:{aggregate_id} has no dead event"
-        ))),
-        DeadSelector::All => Ok(()),
     }
 }

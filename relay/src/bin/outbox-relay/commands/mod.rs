@@ -10,17 +10,15 @@ mod replay;
 mod run;
 mod status;
 
-use outbox_relay::error::Error;
 use std::path::PathBuf;
 
 use crate::args::{Command, DatabaseArgs, EventSourceArgs};
-use outbox_relay::config::broker_url::{BrokerUrl, resolve_broker_url};
-use outbox_relay::config::database_url::{DatabaseUrl, resolve_database_url};
-use outbox_relay::config::open_store;
-use outbox_relay::config::{EventSourceKind, RelayConfig};
-use outbox_relay::operator::ReplayTime;
-use outbox_relay::source::logical::SlotName;
-use outbox_relay::store::{Connections, OperatorStore, PostgresStore};
+use outbox_relay::admin::{RelayAdmin, ReplayRequest, ReplayTime};
+use outbox_relay::config::{
+    BrokerUrl, DatabaseUrl, EventSourceKind, RelayConfig, SlotName, resolve_broker_url,
+    resolve_database_url,
+};
+use outbox_relay::error::Error;
 
 pub(crate) fn environment(name: &str) -> Option<String> {
     std::env::var(name).ok()
@@ -56,25 +54,6 @@ fn apply_event_source_args(config: &mut RelayConfig, events: EventSourceArgs) {
     }
 }
 
-/// The slot of `--source logical`, checked, or `None` when polling.
-/// Refuses the logical source on a database other than PostgreSQL.
-fn event_source_slot(
-    database_url: &DatabaseUrl,
-    config: &RelayConfig,
-) -> Result<Option<SlotName>, Error> {
-    if config.source != EventSourceKind::Logical {
-        return Ok(None);
-    }
-    if !matches!(database_url, DatabaseUrl::Postgres(_)) {
-        return Err(Error::Logical(format!(
-            "--source logical needs PostgreSQL (logical decoding of the WAL); this database is {}: \
-             use --source poll",
-            database_url.backend()
-        )));
-    }
-    SlotName::parse(&config.slot).map(Some)
-}
-
 /// The slot of a command that only makes sense for `--source logical`
 /// (`recover-slot`, `leave-logical`): `--slot` or its fallbacks, checked,
 /// on PostgreSQL only.
@@ -87,7 +66,8 @@ fn logical_slot(database_url: &DatabaseUrl, slot: Option<String>) -> Result<Slot
             slot,
         },
     );
-    event_source_slot(database_url, &config)?
+    config
+        .logical_slot(database_url)?
         .ok_or_else(|| Error::Logical("this command needs --source logical".to_owned()))
 }
 
@@ -109,27 +89,24 @@ pub async fn execute(command: Command) -> Result<(), Error> {
             let (database_url, broker_url, mut config) =
                 relay_inputs(&database, broker.as_deref(), config)?;
             apply_event_source_args(&mut config, events);
-            let slot = event_source_slot(&database_url, &config)?;
+            let slot = config.logical_slot(&database_url)?;
             run::run(database_url, broker_url, config, slot, skip_migrate).await
         }
         Command::Migrate { database, events } => {
             let database_url = database_url(&database)?;
             let mut config = RelayConfig::default();
             apply_event_source_args(&mut config, events);
-            let slot = event_source_slot(&database_url, &config)?;
+            let slot = config.logical_slot(&database_url)?;
+            let admin = RelayAdmin::connect(database_url).await?;
             match slot {
                 Some(slot) => {
-                    let store = PostgresStore::connect(database_url.as_str()).await?;
-                    outbox_relay::source::logical::check_prerequisites(store.pool(), &slot).await?;
-                    store.migrate().await?;
-                    outbox_relay::source::logical::prepare(store.pool(), &slot).await?;
+                    admin.prepare_logical(&slot).await?;
                     println!(
                         "outbox schema is up to date; replication slot and publication `{slot}` exist"
                     );
                 }
                 None => {
-                    let store = open_store(&database_url, Connections::OnDemand).await?;
-                    store.migrate().await?;
+                    admin.migrate().await?;
                     println!("outbox schema is up to date");
                 }
             }
@@ -143,32 +120,10 @@ pub async fn execute(command: Command) -> Result<(), Error> {
             let database_url = database_url(&database)?;
             let mut config = RelayConfig::default();
             apply_event_source_args(&mut config, EventSourceArgs { source, slot: None });
-            let logical = event_source_slot(&database_url, &config)?.is_some();
-            let (status, slots, counts) = match &database_url {
-                DatabaseUrl::Postgres(url) => {
-                    let store = PostgresStore::connect(url).await?;
-                    let mut status = store.status().await?;
-                    let counts = if logical {
-                        Some(
-                            outbox_relay::operator::logical_status(store.pool(), &mut status)
-                                .await?,
-                        )
-                    } else {
-                        None
-                    };
-                    let slots = outbox_relay::source::logical::relay_slots(store.pool()).await?;
-                    (status, slots, counts)
-                }
-                _ => (
-                    open_store(&database_url, Connections::OnDemand)
-                        .await?
-                        .status()
-                        .await?,
-                    Vec::new(),
-                    None,
-                ),
-            };
-            status::print_status(&status, &slots, counts.as_ref(), json)
+            config.logical_slot(&database_url)?;
+            let admin = RelayAdmin::connect(database_url).await?;
+            let report = admin.status(config.source).await?;
+            status::print_status(&report, json)
         }
         Command::RecoverSlot {
             database,
@@ -198,17 +153,12 @@ pub async fn execute(command: Command) -> Result<(), Error> {
             let (database_url, broker_url, mut config) =
                 relay_inputs(&database, broker.as_deref(), config)?;
             apply_event_source_args(&mut config, events);
-            let slot = event_source_slot(&database_url, &config)?;
-            let since = ReplayTime::parse("--since", &since)?;
-            let until = until
-                .map(|text| ReplayTime::parse("--until", &text))
-                .transpose()?;
-            let request = replay::ReplayRequest {
-                topic: &topic,
-                since,
-                until,
-            };
-            replay::run_replay(database_url, broker_url, config, slot, request).await
+            config.logical_slot(&database_url)?;
+            let mut request = ReplayRequest::new(topic, ReplayTime::parse("--since", &since)?);
+            if let Some(until) = until {
+                request = request.until(ReplayTime::parse("--until", &until)?);
+            }
+            replay::run_replay(database_url, broker_url, config, request).await
         }
         Command::Dead { action } => dead::dead(action).await,
     }

@@ -1,24 +1,18 @@
 //! `outbox-relay recover-slot`: re-create a replication slot PostgreSQL
 //! invalidated, and hand what was committed since `--since` back to the
-//! relays (see [`outbox_relay::operator::recover_slot`]).
+//! relays (see [`RelayAdmin::recover_slot`]).
 
-use outbox_relay::config::database_url::DatabaseUrl;
+use outbox_relay::admin::{RelayAdmin, ReplayTime};
+use outbox_relay::config::{DatabaseUrl, SlotName};
 use outbox_relay::error::Error;
-use outbox_relay::operator::ReplayTime;
-use outbox_relay::operator::recover_slot as recover;
-use outbox_relay::source::logical::SlotName;
-use outbox_relay::store::{OperatorStore, PostgresStore};
 
 pub(super) async fn recover_slot(
     database_url: &DatabaseUrl,
     slot: &SlotName,
     since: ReplayTime,
 ) -> Result<(), Error> {
-    let store = PostgresStore::connect(database_url.as_str()).await?;
-    store.migrate().await?;
-    let since = since.resolve(store.database_time().await?);
-    let recovery_id = format!("recover-slot-{}", uuid::Uuid::now_v7().simple());
-    let recovered = recover(store.pool(), slot, since, &recovery_id).await?;
+    let admin = RelayAdmin::connect(database_url.clone()).await?;
+    let recovered = admin.recover_slot(slot, since).await?;
     let slot_done = match (recovered.dropped_lost_slot, recovered.created_slot) {
         (true, _) => "the invalidated replication slot was dropped and created again",
         (false, true) => "the replication slot was created",

@@ -2,11 +2,8 @@
 //! and the graceful stop on SIGTERM or SIGINT.
 
 use outbox_relay::RelayService;
-use outbox_relay::config::broker_url::BrokerUrl;
-use outbox_relay::config::database_url::DatabaseUrl;
-use outbox_relay::config::{EventSourceKind, RelayConfig};
+use outbox_relay::config::{BrokerUrl, DatabaseUrl, EventSourceKind, RelayConfig, SlotName};
 use outbox_relay::error::Error;
-use outbox_relay::source::SlotName;
 use tokio_util::sync::CancellationToken;
 
 pub(super) async fn run(

@@ -1,22 +1,16 @@
 //! `outbox-relay status`: the table's counts, per topic, and the live
 //! leases, as text or JSON.
 
+use outbox_relay::admin::{LiveLease, RelayStatus, SlotStatus};
 use outbox_relay::error::Error;
-use outbox_relay::operator::LogicalCounts;
-use outbox_relay::source::logical::SlotStatus;
-use outbox_relay::store::{LiveLease, OutboxStatus};
 
-/// Print `status` and the relay's replication `slots` (PostgreSQL; none
-/// elsewhere); `logical` when counted for the logical source. JSON adds
-/// the fields `slots`, `source` (`poll` or `logical`) and `stream_owned`
-/// (null when polling) to the status object, and `stream_owned` to each
-/// topic under the logical source.
-pub(super) fn print_status(
-    status: &OutboxStatus,
-    slots: &[SlotStatus],
-    logical: Option<&LogicalCounts>,
-    json: bool,
-) -> Result<(), Error> {
+/// Print `report`: the table's counts, the relay's replication slots
+/// (PostgreSQL; none elsewhere), and the logical source's counts when
+/// counted for it. JSON adds the fields `slots`, `source` (`poll` or
+/// `logical`) and `stream_owned` (null when polling) to the status object,
+/// and `stream_owned` to each topic under the logical source.
+pub(super) fn print_status(report: &RelayStatus, json: bool) -> Result<(), Error> {
+    let (status, slots, logical) = (&report.table, &report.slots, report.logical.as_ref());
     if json {
         let mut value = serde_json::to_value(status)?;
         if let serde_json::Value::Object(fields) = &mut value {

@@ -1,0 +1,123 @@
+//! [`RelayAdmin`]: the operator's commands as a library, what
+//! `outbox-relay status`, `dead`, `replay`, `migrate`, `recover-slot` and
+//! `leave-logical` run: a service or a tool of its own calls the same
+//! functions the command line does, and gets the answers as values.
+//!
+//! - `status.rs`: [`RelayStatus`], the table's counts with the slots'.
+//! - `dead.rs`: listing, retrying and discarding dead events.
+//! - `replay.rs`: [`ReplayRequest`] and what a replay did.
+//! - `logical.rs`: the WAL source's commands (the `logical` feature).
+//!
+//! ```no_run
+//! use outbox_relay::admin::{DeadSelector, RelayAdmin};
+//! use outbox_relay::config::EventSourceKind;
+//!
+//! # async fn example() -> Result<(), outbox_relay::Error> {
+//! let admin = RelayAdmin::connect("postgres://postgres@127.0.0.1:5432/shop".parse()?).await?;
+//! let status = admin.status(EventSourceKind::Poll).await?;
+//! println!("{} pending, {} dead", status.table.pending, status.table.dead);
+//! for event in admin.dead_events(&DeadSelector::All, 20).await? {
+//!     println!("{} failed {} times: {:?}", event.event_id, event.attempts, event.last_error);
+//! }
+//! let retried = admin.retry_dead(&DeadSelector::aggregate("order:42")?).await?;
+//! println!("{retried} dead event(s) made pending again");
+//! # Ok(())
+//! # }
+//! ```
+
+mod dead;
+#[cfg(feature = "logical")]
+mod logical;
+mod replay;
+mod status;
+
+use std::sync::Arc;
+
+use crate::config::{DatabaseUrl, open_store};
+use crate::error::Error;
+use crate::source::OutboxStore;
+use crate::store::Connections;
+
+pub use crate::operator::ReplayTime;
+#[cfg(feature = "logical")]
+pub use crate::operator::{LeftLogical, LogicalCounts, SlotRecovery};
+#[cfg(feature = "logical")]
+pub use crate::source::logical::{SlotBacklog, SlotStatus};
+pub use crate::store::{
+    DeadEvent, DeadSelector, LiveLease, OutboxStatus, ReplayWindow, TopicStatus,
+};
+pub use replay::{ReplayRequest, ReplaySummary};
+pub use status::RelayStatus;
+
+/// The operator's commands on one database: see the
+/// [module documentation](self).
+pub struct RelayAdmin {
+    database: DatabaseUrl,
+    store: Arc<dyn OutboxStore>,
+    /// The same pool as `store`, typed, on PostgreSQL: the slots' commands
+    /// and counts need it.
+    #[cfg(feature = "postgres")]
+    postgres: Option<Arc<crate::store::PostgresStore>>,
+}
+
+impl std::fmt::Debug for RelayAdmin {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("RelayAdmin")
+            .field("database", &self.database)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RelayAdmin {
+    /// Connect to `database`; connections are opened as commands need
+    /// them. Nothing is migrated: see [`RelayAdmin::migrate`].
+    ///
+    /// # Errors
+    /// [`Error::Database`] when the database cannot be reached;
+    /// [`Error::FeatureNotBuilt`] for a database this build has no driver
+    /// for.
+    pub async fn connect(database: DatabaseUrl) -> Result<Self, Error> {
+        #[cfg(feature = "postgres")]
+        if let DatabaseUrl::Postgres(url) = &database {
+            let postgres = Arc::new(
+                crate::store::PostgresStore::connect_with(url, Connections::OnDemand).await?,
+            );
+            return Ok(RelayAdmin {
+                store: Arc::clone(&postgres) as Arc<dyn OutboxStore>,
+                postgres: Some(postgres),
+                database,
+            });
+        }
+        Ok(RelayAdmin {
+            store: open_store(&database, Connections::OnDemand).await?,
+            #[cfg(feature = "postgres")]
+            postgres: None,
+            database,
+        })
+    }
+
+    /// The database, as given.
+    pub fn database(&self) -> &DatabaseUrl {
+        &self.database
+    }
+
+    /// Apply the outbox migrations this database is missing.
+    ///
+    /// # Errors
+    /// [`Error::Database`] when a migration fails.
+    pub async fn migrate(&self) -> Result<(), Error> {
+        self.store.migrate().await
+    }
+
+    /// The PostgreSQL store, or the error naming `command`'s need for it.
+    #[cfg(feature = "logical")]
+    fn postgres(&self, command: &str) -> Result<&crate::store::PostgresStore, Error> {
+        self.postgres.as_deref().ok_or_else(|| {
+            Error::Logical(format!(
+                "{command} needs PostgreSQL (logical decoding of the WAL); this database is {}",
+                self.database.backend()
+            ))
+        })
+    }
+}
