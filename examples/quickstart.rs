@@ -16,9 +16,7 @@ use std::time::Duration;
 use outbox::Event;
 use outbox_inbox::{Inbox, IncomingEvent, Outcome};
 use outbox_relay::publish::{Publisher, StdoutPublisher};
-use outbox_relay::store::OperatorStore;
-use outbox_relay::store::SqliteStore;
-use outbox_relay::{RelayConfig, RelayService};
+use outbox_relay::{EventSourceKind, RelayAdmin, RelayConfig, RelayService};
 use serde::{Deserialize, Serialize};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
@@ -168,14 +166,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let stop = CancellationToken::new();
     let running = tokio::spawn(relay.run(stop.clone()));
-    let store = SqliteStore::new(pool.clone());
-    while store.status().await?.pending > 0 {
+    let admin = RelayAdmin::connect(pool.clone()).await?;
+    while admin.status(EventSourceKind::Poll).await?.table.pending > 0 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     stop.cancel();
     let totals = running.await??;
 
-    let status = store.status().await?;
+    let status = admin.status(EventSourceKind::Poll).await?.table;
     eprintln!(
         "\nrelay published {} event(s); pending {}, published {}, dead {}",
         totals.published, status.pending, status.published, status.dead

@@ -20,9 +20,7 @@ use outbox::{OutboxMessage, OutboxWriter};
 use outbox_relay::publish::{
     PublishFailure, Publisher, RabbitMqPublisher, RabbitMqPublisherConfig,
 };
-use outbox_relay::source::OutboxStore;
-use outbox_relay::store::PostgresStore;
-use outbox_relay::{OutboundEvent, Relay, RelayConfig};
+use outbox_relay::{OutboundEvent, RelayConfig, RelayService};
 use outbox_testkit::rabbitmq::{amqp_url, delete_topology, require_rabbitmq};
 use serde_json::json;
 use support::example::{Example, PATIENCE, example_binary, http};
@@ -402,19 +400,21 @@ async fn billing_consumer_invoices_each_order_once_when_an_event_arrives_twice()
     tx.commit().await.expect("commit");
 
     // The relay, publishing to RabbitMQ, with the first event published twice.
-    let store: Arc<dyn OutboxStore> = Arc::new(PostgresStore::new(producer.pool().clone()));
     let publisher = RabbitMqPublisher::new(RabbitMqPublisherConfig::new(amqp.clone()))
         .expect("a RabbitMQ publisher");
     let mut config = RelayConfig::default();
     config.poll_interval_max = Duration::from_millis(50);
-    let relay = Relay::new(
-        Arc::clone(&store),
-        Arc::new(RepublishFirst {
-            inner: publisher,
-            republished: AtomicBool::new(false),
-        }),
-        outbox_relay::relay_settings("examples-test".to_owned(), &config),
-    );
+    config.instance_id = Some("examples-test".to_owned());
+    let republishing: Arc<dyn Publisher> = Arc::new(RepublishFirst {
+        inner: publisher,
+        republished: AtomicBool::new(false),
+    });
+    let relay = RelayService::builder()
+        .database(producer.pool().clone())
+        .broker(republishing)
+        .config(config)
+        .build()
+        .expect("a relay");
     let stop_relay = CancellationToken::new();
     let relay_run = tokio::spawn(relay.run(stop_relay.clone()));
 

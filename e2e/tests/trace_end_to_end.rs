@@ -20,9 +20,9 @@ use lapin::types::AMQPValue;
 use lapin::{Channel, Connection};
 use outbox_inbox::Inbox;
 use outbox_inbox::rabbitmq::{RabbitMqConsumerConfig, RabbitMqInboxConsumer};
+use outbox_relay::publish::Publisher;
 use outbox_relay::publish::rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};
-use outbox_relay::store::PostgresStore;
-use outbox_relay::{Relay, RelayConfig};
+use outbox_relay::{RelayConfig, RelayService};
 use outbox_testkit::rabbitmq::{
     amqp_url, declare_bound_queue, declare_topic_exchange, delete_topology, require_rabbitmq,
 };
@@ -130,11 +130,14 @@ async fn the_handler_span_continues_the_producers_trace() {
     relay_config.poll_interval_max = Duration::from_millis(50);
     let publisher = RabbitMqPublisher::new(RabbitMqPublisherConfig::new(amqp_url()))
         .expect("rabbitmq publisher");
-    let relay = Relay::new(
-        Arc::new(PostgresStore::new(db.pool().clone())),
-        Arc::new(publisher),
-        outbox_relay::relay_settings(unique_name("relay"), &relay_config),
-    );
+    relay_config.instance_id = Some(unique_name("relay"));
+    let publisher: Arc<dyn Publisher> = Arc::new(publisher);
+    let relay = RelayService::builder()
+        .database(db.pool().clone())
+        .broker(publisher)
+        .config(relay_config)
+        .build()
+        .expect("a relay");
     let stop_relay = CancellationToken::new();
     let relay_task = tokio::spawn(relay.run(stop_relay.clone()));
 

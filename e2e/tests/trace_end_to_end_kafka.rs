@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use outbox_inbox::Inbox;
 use outbox_inbox::kafka::{KafkaConsumerConfig, KafkaInboxConsumer};
+use outbox_relay::publish::Publisher;
 use outbox_relay::publish::kafka::{KafkaPublisher, KafkaPublisherConfig};
-use outbox_relay::store::PostgresStore;
-use outbox_relay::{Relay, RelayConfig};
+use outbox_relay::{RelayConfig, RelayService};
 use support::trace::{
     CONSUMER, WAIT, assert_handler_continues_the_producer, enqueue_in_producer_span,
     export_spans_to_memory, handled_spans, parcel_handler, stop_consumer_then_relay,
@@ -47,11 +47,14 @@ async fn the_kafka_handler_span_continues_the_producers_trace() {
     }
     let mut relay_config = RelayConfig::default();
     relay_config.poll_interval_max = Duration::from_millis(50);
-    let relay = Relay::new(
-        Arc::new(PostgresStore::new(db.pool().clone())),
-        Arc::new(publisher),
-        outbox_relay::relay_settings(format!("relay-{topic}"), &relay_config),
-    );
+    relay_config.instance_id = Some(format!("relay-{topic}"));
+    let publisher: Arc<dyn Publisher> = Arc::new(publisher);
+    let relay = RelayService::builder()
+        .database(db.pool().clone())
+        .broker(publisher)
+        .config(relay_config)
+        .build()
+        .expect("a relay");
     let stop_relay = CancellationToken::new();
     let relay_task = tokio::spawn(relay.run(stop_relay.clone()));
 

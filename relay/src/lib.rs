@@ -3,27 +3,44 @@
 //! them to Kafka, RabbitMQ or stdout as CloudEvents, keeping every
 //! guarantee of the outbox contract.
 //!
-//! The modules, from the bottom up; each imports only modules below it
-//! (`relay/tests/module_layers.rs` checks it):
+//! The API:
 //!
-//! - [`error`], [`tasks`] and [`event`]: the error type, who owns the
+//! - [`RelayService`]: a whole relay from a database (a URL or a pool), a
+//!   broker (a URL or a [`Publisher`](publish::Publisher)) and the
+//!   settings, run until a `CancellationToken` fires. It is what
+//!   `outbox-relay run` runs, and what a service embeds.
+//! - [`RelayAdmin`]: the operator's commands (`status`, `dead`, `replay`,
+//!   `migrate`, the slot commands) as a library.
+//! - [`config`]: the TOML file and the URLs; [`publish`]: the brokers'
+//!   publishers, and the trait a publisher of one's own implements;
+//!   [`Error`]: every failure.
+//!
+//! The modules, from the bottom up; each imports only modules below it
+//! (`relay/tests/module_layers.rs` checks it). Those without a link are
+//! the crate's own:
+//!
+//! - [`error`], `tasks` and `event`: the error type, who owns the
 //!   background tasks, and the event model.
-//! - [`store`]: the SQL per backend; [`publish`]: the brokers.
-//! - [`leases`]: which partitions this instance owns; [`source`]: where
-//!   events come from (polling, the WAL).
-//! - [`batch`]: the batch loop and what it owns, and the Prometheus
-//!   registry it records into.
-//! - [`operator`]: status, dead events, replay, retention, slot commands;
-//!   [`http`]: `/healthz`, `/readyz`, `/metrics`.
+//! - `store`: the SQL per backend; [`publish`]: the brokers.
+//! - `leases`: which partitions this instance owns; `source`: where events
+//!   come from (polling, the WAL).
+//! - `batch`: the batch loop and what it owns, and the Prometheus registry
+//!   it records into.
+//! - `operator`: status, dead events, replay, retention, slot commands;
+//!   `http`: `/healthz`, `/readyz`, `/metrics`.
 //! - `relay`: one relay instance, from start to graceful stop.
 //! - [`config`]: the TOML file and the URLs, turned into all of the above.
-//! - [`service`]: [`RelayService`], a whole relay from a database, a broker
-//!   and the settings, run until a `CancellationToken` fires: what the
-//!   binary runs, and what a service embeds; [`admin`]: [`RelayAdmin`],
-//!   the operator's commands (`status`, `dead`, `replay`, the slot
-//!   commands) as a library.
+//! - [`service`]: [`RelayService`]; [`admin`]: [`RelayAdmin`].
 //!
 //! The command line is the binary's (`src/bin/outbox-relay/`).
+
+// Without a database there is nothing to relay from: the crate still
+// builds, for the broker-only feature sets, and what only a database
+// reaches is unused.
+#![cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    allow(dead_code, unused_imports)
+)]
 
 /// A module `sql` holding the statements of the calling file's `sql/`
 /// folder, one `&str` per file, named after it: `sql_files!(wal_level)`
@@ -50,39 +67,44 @@ macro_rules! sql_files {
     };
 }
 
+/// Declares a module the crate uses inside: `pub(crate)`, so it is no part
+/// of the API. The `test-util` feature makes it public and hidden from the
+/// docs, outside any stability promise, for this project's own tests and
+/// benches, which reach into the stores, the sources and the leases.
+macro_rules! internal_mod {
+    ($name:ident) => {
+        #[cfg(feature = "test-util")]
+        #[doc(hidden)]
+        pub mod $name;
+        #[cfg(not(feature = "test-util"))]
+        pub(crate) mod $name;
+    };
+}
+
 pub mod admin;
-pub mod batch;
+internal_mod!(batch);
 pub mod config;
 pub mod error;
-pub mod event;
-pub mod http;
-pub mod leases;
-pub mod operator;
+internal_mod!(event);
+internal_mod!(http);
+internal_mod!(leases);
+internal_mod!(operator);
 pub mod publish;
-mod relay;
+internal_mod!(relay);
 pub mod service;
-pub mod source;
-pub mod store;
-pub mod tasks;
+internal_mod!(source);
+internal_mod!(store);
+internal_mod!(tasks);
 
 pub use admin::RelayAdmin;
-pub use batch::{
-    DispatchSettings, DispatchTotals, METRICS_CONTENT_TYPE, PublishHealth, RelayMetrics,
-    RetryPolicy,
-};
+pub use batch::{DispatchTotals, METRICS_CONTENT_TYPE, PublishHealth, RelayMetrics};
 pub use config::{
     AmqpConfig, AmqpRoute, BrokerUrl, DEFAULT_BROKER, DEFAULT_DATABASE_URL, DatabaseUrl,
     DeadLetterConfig, DeadLetterPolicy, EventSourceKind, HttpConfig, KafkaConfig, RelayConfig,
-    RetentionConfig, RetryConfig, RoutingKey, build_publisher, open_store, parse_duration,
-    relay_settings, resolve_broker_url, resolve_database_url,
+    RetentionConfig, RetryConfig, RoutingKey, SlotName, parse_duration, resolve_broker_url,
+    resolve_database_url,
 };
 pub use error::Error;
-pub use event::{NOTIFY_CHANNEL, OutboundEvent, Wakeup};
-pub use leases::{Handover, LeaseKeeper, LeaseSnapshot};
-pub use operator::{RetentionSettings, run_retention_pass};
+pub use event::OutboundEvent;
 pub use outbox::mask_password;
-pub use relay::{Relay, RelaySettings};
 pub use service::{RelayBroker, RelayDatabase, RelayService, RelayServiceBuilder};
-pub use source::OutboxStore;
-pub use store::Connections;
-pub use tasks::Tasks;

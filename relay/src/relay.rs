@@ -85,6 +85,7 @@ impl Relay {
 
     /// Take committed events from `events` instead of polling the store's
     /// table; leases, retention and operator reads still use the store.
+    #[cfg(any(feature = "logical", feature = "test-util"))]
     pub fn with_event_source(mut self, events: Arc<dyn EventSource>) -> Self {
         self.events = events;
         self
@@ -94,6 +95,7 @@ impl Relay {
     /// leases: a source with its own unit of work (one replication stream)
     /// leases that unit, and [`LeaseStore::partition_count`] says how many
     /// units there are. Pair it with [`Relay::with_event_source`].
+    #[cfg(any(feature = "logical", feature = "test-util"))]
     pub fn with_lease_store(mut self, leases: Arc<dyn LeaseStore>) -> Self {
         self.leases = leases;
         self
@@ -107,6 +109,7 @@ impl Relay {
     }
 
     /// Whether this relay can publish.
+    #[cfg(feature = "test-util")]
     pub fn publish_health(&self) -> &Arc<PublishHealth> {
         &self.health
     }
@@ -119,6 +122,7 @@ impl Relay {
     }
 
     /// The metrics this relay records into.
+    #[cfg(feature = "test-util")]
     pub fn metrics(&self) -> &Arc<RelayMetrics> {
         &self.metrics
     }

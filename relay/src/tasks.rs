@@ -44,6 +44,7 @@ impl Tasks {
     }
 
     /// A root whose token is `stop` (cancelled on SIGTERM, for instance).
+    #[cfg(feature = "test-util")]
     pub fn stopped_by(stop: CancellationToken) -> Self {
         Tasks {
             tracker: TaskTracker::new(),
@@ -71,6 +72,7 @@ impl Tasks {
     }
 
     /// Run the blocking `work` on the tracker.
+    #[cfg(any(feature = "kafka", feature = "test-util"))]
     pub fn spawn_blocking<F, T>(&self, work: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -85,6 +87,7 @@ impl Tasks {
     }
 
     /// Whether this handle's token is cancelled.
+    #[cfg(feature = "test-util")]
     pub fn is_stopping(&self) -> bool {
         self.stop.is_cancelled()
     }
@@ -100,6 +103,7 @@ impl Tasks {
     }
 
     /// Whether every task spawned on the tracker has ended.
+    #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
     pub fn is_empty(&self) -> bool {
         self.tracker.is_empty()
     }

@@ -8,12 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use outbox_relay::config::open_store;
 use outbox_relay::event::{ClaimedEvent, FailedAttempt, Fence, FetchRequest};
-use outbox_relay::open_store;
 use outbox_relay::publish::{PublishFailure, Publisher};
+use outbox_relay::relay::Relay;
 use outbox_relay::source::EventSource;
 use outbox_relay::store::Connections;
-use outbox_relay::{DatabaseUrl, OutboundEvent, Relay, RelayConfig};
+use outbox_relay::{DatabaseUrl, OutboundEvent, RelayConfig};
 use tokio_util::sync::CancellationToken;
 
 /// Events in memory, all in partition 0, removed once acknowledged or
@@ -237,12 +238,12 @@ impl Publisher for ConfirmHoldingPublisher {
 /// A relay over `source`, publishing to `publisher`, with its leases in
 /// `store`.
 fn relay_over(
-    store: &Arc<dyn outbox_relay::OutboxStore>,
+    store: &Arc<dyn outbox_relay::source::OutboxStore>,
     source: &Arc<MemorySource>,
     publisher: Arc<dyn Publisher>,
     config: &RelayConfig,
 ) -> Relay {
-    let settings = outbox_relay::relay_settings("memory".to_owned(), config);
+    let settings = outbox_relay::config::relay_settings("memory".to_owned(), config);
     Relay::new(Arc::clone(store), publisher, settings)
         .with_event_source(Arc::clone(source) as Arc<dyn EventSource>)
 }
@@ -250,7 +251,7 @@ fn relay_over(
 /// [`relay_over`] running on a task of its own until the token is
 /// cancelled.
 fn spawn_relay(
-    store: &Arc<dyn outbox_relay::OutboxStore>,
+    store: &Arc<dyn outbox_relay::source::OutboxStore>,
     source: &Arc<MemorySource>,
     publisher: Arc<dyn Publisher>,
     config: &RelayConfig,
@@ -265,7 +266,12 @@ fn spawn_relay(
 }
 
 /// A lease store on a SQLite file of its own.
-async fn lease_store(name: &str) -> (Arc<dyn outbox_relay::OutboxStore>, std::path::PathBuf) {
+async fn lease_store(
+    name: &str,
+) -> (
+    Arc<dyn outbox_relay::source::OutboxStore>,
+    std::path::PathBuf,
+) {
     let file = std::env::temp_dir().join(format!(
         "outbox-{name}-{}.db",
         uuid::Uuid::now_v7().simple()
@@ -380,7 +386,7 @@ async fn commits_announced_during_an_outage_do_not_cut_the_backoff_short() {
     *source.pending.lock().expect("pending") =
         (1..=20).map(|id| event(id, "a-1", "moved")).collect();
     let publisher = Arc::new(UnreachablePublisher::default());
-    let wakeup = outbox_relay::Wakeup::new();
+    let wakeup = outbox_relay::event::Wakeup::new();
     let relay = relay_over(
         &store,
         &source,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_relay::publish::{KafkaPublisher, KafkaPublisherConfig, Publisher};
-use outbox_relay::{Connections, DatabaseUrl, Relay, RelayConfig, open_store};
+use outbox_relay::{DatabaseUrl, RelayConfig, RelayService};
 use outbox_testkit::{Collected, TcpProxy, TestDatabase, kafka, rabbitmq, unique_name};
 use support::http::{endpoint_address, get, sample};
 use support::process::{RelayProcess, wait_until};
@@ -298,16 +298,14 @@ async fn a_fatal_producer_error_is_replaced_by_a_fresh_producer_mid_run() {
             .expect("kafka publisher"),
     );
     let database_url: DatabaseUrl = db.url().parse().expect("database url");
-    let opened = open_store(&database_url, Connections::KeptOpen)
-        .await
-        .expect("open the store");
-    let mut settings = outbox_relay::relay_settings("in-process".to_owned(), &config);
-    settings.dispatch.batch_size = 50;
-    let relay = Relay::new(
-        Arc::clone(&opened),
-        Arc::clone(&publisher) as Arc<dyn Publisher>,
-        settings,
-    );
+    let mut config = config;
+    config.batch_size = Some(50);
+    let relay = RelayService::builder()
+        .database(database_url)
+        .broker(Arc::clone(&publisher) as Arc<dyn Publisher>)
+        .config(config)
+        .build()
+        .expect("a relay");
     let stop = CancellationToken::new();
     let running = tokio::spawn(relay.run(stop.clone()));
 

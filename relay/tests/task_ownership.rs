@@ -7,10 +7,15 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use outbox_relay::event::Wakeup;
 use outbox_relay::publish::{KafkaPublisher, KafkaPublisherConfig, Publisher};
+use outbox_relay::relay::Relay;
 use outbox_relay::source::EventSource;
+use outbox_relay::source::OutboxStore;
+use outbox_relay::store::Connections;
 use outbox_relay::store::PostgresStore;
-use outbox_relay::{Connections, DatabaseUrl, OutboxStore, Relay, RelayConfig, Tasks, Wakeup};
+use outbox_relay::tasks::Tasks;
+use outbox_relay::{DatabaseUrl, RelayConfig};
 use outbox_testkit::{Collected, kafka, unique_name};
 use support::process::wait_until;
 use support::workload::{check_delivery, enqueue_events};
@@ -93,7 +98,7 @@ async fn run_relay_until_delivered(url: DatabaseUrl, collected: Collected) -> us
     let relay = Relay::new(
         Arc::clone(&store) as Arc<dyn OutboxStore>,
         publisher as Arc<dyn Publisher>,
-        outbox_relay::relay_settings(unique_name("relay"), &config),
+        outbox_relay::config::relay_settings(unique_name("relay"), &config),
     )
     .with_wakeup(wakeup)
     .with_tasks(tasks.clone());

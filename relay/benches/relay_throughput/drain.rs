@@ -4,11 +4,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use outbox_relay::RelayConfig;
+use outbox_relay::config::relay_settings;
+use outbox_relay::event::Wakeup;
 use outbox_relay::publish::Publisher;
-use outbox_relay::relay_settings;
+use outbox_relay::relay::Relay;
 use outbox_relay::source::{EventSource, OutboxStore};
 use outbox_relay::store::{OperatorStore, PostgresStore, ReplayWindow};
-use outbox_relay::{Relay, RelayConfig, Wakeup};
 use tokio_util::sync::CancellationToken;
 
 use crate::events::enqueue_all;
@@ -44,7 +46,7 @@ pub(crate) async fn relay_drain(
     warm_up(publisher.as_ref(), settings, target).await;
 
     let opened = Arc::new(
-        PostgresStore::connect_with(&database.url, outbox_relay::Connections::KeptOpen)
+        PostgresStore::connect_with(&database.url, outbox_relay::store::Connections::KeptOpen)
             .await
             .expect("open store"),
     );
@@ -65,7 +67,7 @@ pub(crate) async fn relay_drain(
     let wakeup = Wakeup::new();
     opened.watch_commits(
         wakeup.clone(),
-        &outbox_relay::Tasks::stopped_by(stop.clone()),
+        &outbox_relay::tasks::Tasks::stopped_by(stop.clone()),
     );
     let relay =
         Relay::new(store, timed, relay_settings(unique_name("relay"), &config)).with_wakeup(wakeup);
@@ -136,7 +138,7 @@ pub(crate) async fn read_only_ceiling(
     }
     warm_up(publisher.as_ref(), settings, target).await;
     let opened = Arc::new(
-        PostgresStore::connect_with(&database.url, outbox_relay::Connections::KeptOpen)
+        PostgresStore::connect_with(&database.url, outbox_relay::store::Connections::KeptOpen)
             .await
             .expect("open store"),
     );

@@ -6,11 +6,13 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use outbox_relay::RelayConfig;
+use outbox_relay::config::relay_settings;
+use outbox_relay::event::Wakeup;
 use outbox_relay::publish::Publisher;
-use outbox_relay::relay_settings;
+use outbox_relay::relay::Relay;
 use outbox_relay::source::{EventSource, OutboxStore};
 use outbox_relay::store::PostgresStore;
-use outbox_relay::{Relay, RelayConfig, Wakeup};
 use tokio_util::sync::CancellationToken;
 
 use crate::events::message;
@@ -51,7 +53,7 @@ pub(crate) async fn relay_latency(
     }
 
     let opened = Arc::new(
-        PostgresStore::connect_with(&database.url, outbox_relay::Connections::KeptOpen)
+        PostgresStore::connect_with(&database.url, outbox_relay::store::Connections::KeptOpen)
             .await
             .expect("open store"),
     );
@@ -72,7 +74,7 @@ pub(crate) async fn relay_latency(
     let wakeup = Wakeup::new();
     opened.watch_commits(
         wakeup.clone(),
-        &outbox_relay::Tasks::stopped_by(stop.clone()),
+        &outbox_relay::tasks::Tasks::stopped_by(stop.clone()),
     );
     let relay = Relay::new(
         store,

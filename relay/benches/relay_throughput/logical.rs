@@ -8,14 +8,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
+use outbox_relay::RelayConfig;
+use outbox_relay::config::relay_settings;
+use outbox_relay::event::Wakeup;
 use outbox_relay::event::{ClaimedEvent, FailedAttempt, Fence, FetchRequest};
 use outbox_relay::leases::LeaseStore;
 use outbox_relay::publish::Publisher;
-use outbox_relay::relay_settings;
+use outbox_relay::relay::Relay;
 use outbox_relay::source::logical::{LogicalSource, SlotName, prepare};
 use outbox_relay::source::{EventSource, OutboxStore};
 use outbox_relay::store::PostgresStore;
-use outbox_relay::{Relay, RelayConfig, Wakeup};
 use outbox_testkit::{ReplicationSlotGuard, unique_slot_name};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -93,7 +95,7 @@ impl EventSource for CountingSource {
         )
     }
 
-    fn watch_commits(&self, wakeup: Wakeup, tasks: &outbox_relay::Tasks) {
+    fn watch_commits(&self, wakeup: Wakeup, tasks: &outbox_relay::tasks::Tasks) {
         self.inner.watch_commits(wakeup, tasks);
     }
 }
@@ -110,7 +112,7 @@ async fn logical_drain(
     let slot_name = unique_slot_name("outbox_bench");
     let slot_guard = ReplicationSlotGuard::new(&database.url, &slot_name);
     let store = Arc::new(
-        PostgresStore::connect_with(&database.url, outbox_relay::Connections::KeptOpen)
+        PostgresStore::connect_with(&database.url, outbox_relay::store::Connections::KeptOpen)
             .await
             .expect("store"),
     );
@@ -136,7 +138,7 @@ async fn logical_drain(
     let wakeup = Wakeup::new();
     counting.watch_commits(
         wakeup.clone(),
-        &outbox_relay::Tasks::stopped_by(stop.clone()),
+        &outbox_relay::tasks::Tasks::stopped_by(stop.clone()),
     );
     let relay = Relay::new(
         store as Arc<dyn OutboxStore>,

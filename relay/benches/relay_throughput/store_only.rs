@@ -32,7 +32,7 @@ pub(crate) async fn store_only(settings: &Settings, batch_size: u32) -> StoreOnl
     let database = create_database().await;
     enqueue_all(settings, &database.pool, "store-only").await;
     let opened = Arc::new(
-        PostgresStore::connect_with(&database.url, outbox_relay::Connections::KeptOpen)
+        PostgresStore::connect_with(&database.url, outbox_relay::store::Connections::KeptOpen)
             .await
             .expect("open store"),
     );

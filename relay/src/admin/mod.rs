@@ -33,8 +33,8 @@ mod status;
 
 use std::sync::Arc;
 
-use crate::config::{DatabaseUrl, open_store};
 use crate::error::Error;
+use crate::service::RelayDatabase;
 use crate::source::OutboxStore;
 use crate::store::Connections;
 
@@ -52,11 +52,14 @@ pub use status::RelayStatus;
 /// The operator's commands on one database: see the
 /// [module documentation](self).
 pub struct RelayAdmin {
-    database: DatabaseUrl,
+    /// The database for logs: the URL, its password masked.
+    label: String,
+    /// `postgres`, `mysql` or `sqlite`.
+    backend: &'static str,
     store: Arc<dyn OutboxStore>,
     /// The same pool as `store`, typed, on PostgreSQL: the slots' commands
     /// and counts need it.
-    #[cfg(feature = "postgres")]
+    #[cfg(feature = "logical")]
     postgres: Option<Arc<crate::store::PostgresStore>>,
 }
 
@@ -64,42 +67,42 @@ impl std::fmt::Debug for RelayAdmin {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("RelayAdmin")
-            .field("database", &self.database)
+            .field("database", &self.label)
             .finish_non_exhaustive()
     }
 }
 
 impl RelayAdmin {
-    /// Connect to `database`; connections are opened as commands need
-    /// them. Nothing is migrated: see [`RelayAdmin::migrate`].
+    /// Work on `database`: a [`DatabaseUrl`](crate::DatabaseUrl), whose
+    /// connections are opened as commands need them, or a pool of the
+    /// service's own. Nothing is migrated: see [`RelayAdmin::migrate`].
     ///
     /// # Errors
     /// [`Error::Database`] when the database cannot be reached;
     /// [`Error::FeatureNotBuilt`] for a database this build has no driver
     /// for.
-    pub async fn connect(database: DatabaseUrl) -> Result<Self, Error> {
-        #[cfg(feature = "postgres")]
-        if let DatabaseUrl::Postgres(url) = &database {
-            let postgres = Arc::new(
-                crate::store::PostgresStore::connect_with(url, Connections::OnDemand).await?,
-            );
+    pub async fn connect(database: impl Into<RelayDatabase>) -> Result<Self, Error> {
+        let database = database.into();
+        let label = database.label();
+        let backend = database.backend();
+        #[cfg(feature = "logical")]
+        if let Some(postgres) = database.open_postgres(Connections::OnDemand).await? {
             return Ok(RelayAdmin {
+                label,
+                backend,
                 store: Arc::clone(&postgres) as Arc<dyn OutboxStore>,
                 postgres: Some(postgres),
-                database,
             });
         }
         Ok(RelayAdmin {
-            store: open_store(&database, Connections::OnDemand).await?,
-            #[cfg(feature = "postgres")]
+            label,
+            backend,
+            store: database
+                .open_polling_store(Connections::OnDemand, false)
+                .await?,
+            #[cfg(feature = "logical")]
             postgres: None,
-            database,
         })
-    }
-
-    /// The database, as given.
-    pub fn database(&self) -> &DatabaseUrl {
-        &self.database
     }
 
     /// Apply the outbox migrations this database is missing.
@@ -116,7 +119,7 @@ impl RelayAdmin {
         self.postgres.as_deref().ok_or_else(|| {
             Error::Logical(format!(
                 "{command} needs PostgreSQL (logical decoding of the WAL); this database is {}",
-                self.database.backend()
+                self.backend
             ))
         })
     }

@@ -70,7 +70,7 @@ impl RelayAdmin {
         broker: &BrokerUrl,
         config: &RelayConfig,
     ) -> Result<ReplaySummary, Error> {
-        let slot = config.logical_slot(&self.database)?;
+        let slot = config.logical_slot_on(self.backend)?;
         if slot.is_none() && config.deletes_on_publish() {
             return Err(Error::InvalidArgument(
                 "nothing to replay: with retention.published = \"0s\" the relay deletes each \
@@ -121,7 +121,7 @@ impl RelayAdmin {
             topic = %window.topic,
             since = %window.since.to_rfc3339(),
             until = %window.until.to_rfc3339(),
-            database = %self.database,
+            database = %self.label,
             broker = %broker,
             "replay started"
         );

@@ -19,9 +19,9 @@
 //! are in `validate`, duration parsing in `duration`, the field
 //! deserializers in `deserialize` and the one-line errors in `diagnostics`.
 
-pub mod broker_url;
+mod broker_url;
 mod byte_size;
-pub mod database_url;
+mod database_url;
 mod deserialize;
 mod diagnostics;
 mod duration;
@@ -41,10 +41,17 @@ use crate::error::Error;
 
 pub use broker_url::{BrokerUrl, DEFAULT_BROKER, resolve_broker_url};
 pub use byte_size::parse_byte_size;
-pub use database_url::{DEFAULT_DATABASE_URL, DatabaseUrl, open_store, resolve_database_url};
+pub use database_url::{DEFAULT_DATABASE_URL, DatabaseUrl, resolve_database_url};
 pub use duration::parse_duration;
-pub use publisher::build_publisher;
-pub use relay_settings::relay_settings;
+// What the relay builds from the configuration: the crate's own, and this
+// project's tests' with the `test-util` feature.
+#[cfg(not(feature = "test-util"))]
+pub(crate) use {
+    database_url::open_store, publisher::build_publisher, relay_settings::relay_settings,
+};
+#[cfg(feature = "test-util")]
+#[doc(hidden)]
+pub use {database_url::open_store, publisher::build_publisher, relay_settings::relay_settings};
 
 use diagnostics::describe_toml_error;
 
@@ -554,14 +561,19 @@ impl RelayConfig {
     /// [`Error::Logical`] for the logical source on MySQL or SQLite;
     /// [`Error::InvalidArgument`] for a bad slot name.
     pub fn logical_slot(&self, database: &DatabaseUrl) -> Result<Option<SlotName>, Error> {
+        self.logical_slot_on(database.backend())
+    }
+
+    /// [`RelayConfig::logical_slot`] on a database of `backend`
+    /// (`postgres`, `mysql` or `sqlite`).
+    pub(crate) fn logical_slot_on(&self, backend: &str) -> Result<Option<SlotName>, Error> {
         if self.source != EventSourceKind::Logical {
             return Ok(None);
         }
-        if !matches!(database, DatabaseUrl::Postgres(_)) {
+        if backend != "postgres" {
             return Err(Error::Logical(format!(
                 "the logical source (--source logical) needs PostgreSQL (logical decoding of the \
-                 WAL); this database is {}: use the polling source (--source poll)",
-                database.backend()
+                 WAL); this database is {backend}: use the polling source (--source poll)"
             )));
         }
         SlotName::parse(&self.slot).map(Some)

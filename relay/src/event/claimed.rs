@@ -83,6 +83,7 @@ pub struct FetchLimit {
 
 impl FetchLimit {
     /// At most `events` events, whatever their size.
+    #[cfg(feature = "test-util")]
     pub fn events(events: i64) -> Self {
         FetchLimit {
             events,

@@ -11,4 +11,6 @@ mod wakeup;
 pub use aggregate::{AggregateKey, aggregate_key};
 pub use claimed::{ClaimedEvent, FailedAttempt, Fence, FetchLimit, FetchRequest, Lease};
 pub use outbound::OutboundEvent;
-pub use wakeup::{NOTIFY_CHANNEL, Wakeup};
+#[cfg(any(feature = "postgres", feature = "test-util"))]
+pub use wakeup::NOTIFY_CHANNEL;
+pub use wakeup::Wakeup;

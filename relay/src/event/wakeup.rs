@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 /// The channel the outbox trigger on PostgreSQL notifies.
+#[cfg(any(feature = "postgres", feature = "test-util"))]
 pub const NOTIFY_CHANNEL: &str = "outbox_events";
 
 /// A wake-up signal shared by whatever learns of new events and the loop.
@@ -25,7 +26,9 @@ impl Wakeup {
         Wakeup::default()
     }
 
-    /// Wake the loop now (or at its next wait).
+    /// Wake the loop now (or at its next wait): on a commit notification
+    /// (PostgreSQL) or a streamed event.
+    #[cfg(any(feature = "postgres", feature = "test-util"))]
     pub fn wake(&self) {
         self.notify.notify_one();
     }

@@ -68,6 +68,7 @@ impl HttpEndpoint {
     }
 
     /// The address actually bound.
+    #[cfg(feature = "test-util")]
     pub fn local_addr(&self) -> SocketAddr {
         self.address
     }

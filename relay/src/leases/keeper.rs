@@ -36,6 +36,7 @@ pub struct LeaseSnapshot {
 
 impl LeaseSnapshot {
     /// Partition numbers held.
+    #[cfg(feature = "test-util")]
     pub fn partitions(&self) -> Vec<i32> {
         self.leases.iter().map(|lease| lease.partition_no).collect()
     }

@@ -13,5 +13,7 @@ mod keeper;
 mod polling;
 mod store;
 
-pub use keeper::{Handover, LeaseKeeper, LeaseSnapshot, Rebalanced, Release};
+#[cfg(feature = "test-util")]
+pub use keeper::LeaseSnapshot;
+pub use keeper::{Handover, LeaseKeeper, Rebalanced, Release};
 pub use store::{LeaseStore, Leased};

@@ -20,7 +20,7 @@ use crate::source::logical::LogicalSource;
 use crate::source::logical::slot_backlog::{SlotBacklog, slot_backlogs};
 use crate::store::{OutboxBacklog, OutboxStatus};
 
-sql_files!(backlog, status_counts, status_topics, database_now);
+sql_files!(backlog, status_counts, status_topics, database_now, logical_tables_exist);
 /// Run before `sql/backlog.sql`, in its transaction: read the small partial
 /// index of the table path, never the table of streamed rows (see
 /// `table_path.rs`).
@@ -130,11 +130,23 @@ impl LogicalSource {
 /// says, per topic too; returns the stream-owned rows beside.
 ///
 /// # Errors
-/// [`Error::Database`] when a statement fails.
+/// [`Error::Logical`] when the logical source was never prepared on this
+/// database; [`Error::Database`] when a statement fails.
 pub async fn logical_status(
     pool: &PgPool,
     status: &mut OutboxStatus,
 ) -> Result<LogicalCounts, Error> {
+    let prepared: bool = sqlx::query_scalar(sql::logical_tables_exist)
+        .fetch_one(pool)
+        .await?;
+    if !prepared {
+        return Err(Error::Logical(
+            "the logical source was never prepared on this database (its tables are missing), \
+             so nothing here was streamed: prepare it with `outbox-relay migrate --source \
+             logical`, or read the polling status without --source logical"
+                .to_owned(),
+        ));
+    }
     let row = sqlx::query(sql::status_counts).fetch_one(pool).await?;
     status.pending = row.try_get("pending")?;
     status.in_flight = row.try_get("in_flight")?;

@@ -38,7 +38,7 @@ mod slot_monitor;
 pub use backlog::{BacklogSource, TableBacklog};
 #[cfg(feature = "logical")]
 pub use backlog_logical::{LogicalCounts, logical_status};
-#[cfg(feature = "logical")]
+#[cfg(all(feature = "logical", feature = "test-util"))]
 pub use lease::OPERATOR_LEASE;
 #[cfg(feature = "logical")]
 pub use leave_logical::{LeftLogical, leave_logical};
@@ -47,8 +47,14 @@ pub use recover_slot::{SlotRecovery, recover_slot};
 pub use replay::{ReplaySource, ReplayTime, replay, resolve_window};
 #[cfg(feature = "logical")]
 pub use replay_streamed::{StreamedReplay, unconfirmed_in_window};
-pub use retention::{RetentionSettings, run_retention, run_retention_pass};
+pub use retention::{RetentionSettings, run_retention};
+#[cfg(feature = "test-util")]
+pub use retention::run_retention_pass;
 #[cfg(feature = "logical")]
-pub use retention_streamed::{run_logical_retention, run_logical_retention_pass};
+pub use retention_streamed::run_logical_retention;
+#[cfg(all(feature = "logical", feature = "test-util"))]
+pub use retention_streamed::run_logical_retention_pass;
+#[cfg(all(feature = "logical", feature = "test-util"))]
+pub use slot_monitor::SLOT_REPORT_INTERVAL;
 #[cfg(feature = "logical")]
-pub use slot_monitor::{SLOT_REPORT_INTERVAL, report_slot};
+pub use slot_monitor::report_slot;

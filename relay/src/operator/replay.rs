@@ -6,7 +6,7 @@
 //! publishes each page through the relay's own [`Publisher`] in waves, so
 //! the events of one aggregate arrive in id order. Every event keeps its
 //! event id and carries the `outboxreplay` extension attribute
-//! ([`crate::publish::cloudevent::EXTENSION_REPLAY`]). The replay writes
+//! ([`outbox::wire::REPLAY_ATTRIBUTE`]). The replay writes
 //! nothing to the database and takes no lease, so it can run beside live
 //! relays. It stops at the first event the broker does not take.
 

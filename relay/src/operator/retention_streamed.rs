@@ -15,7 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::retention::every_interval;
 use crate::error::Error;
-use crate::operator::{RetentionSettings, run_retention_pass};
+use super::retention::run_retention_pass;
+use crate::operator::RetentionSettings;
 use crate::source::SlotName;
 use crate::store::OperatorStore;
 

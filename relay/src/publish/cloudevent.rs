@@ -37,23 +37,16 @@ use serde_json::value::RawValue;
 use crate::event::OutboundEvent;
 use crate::publish::PublishFailure;
 
-pub use outbox::wire::{CONTENT_TYPE_JSON, REPLAY_MARK, SPEC_VERSION, is_valid_attribute_name};
-
-/// Extension attribute carrying `aggregate_type`.
-pub const EXTENSION_AGGREGATE_TYPE: &str = wire::AGGREGATE_TYPE_ATTRIBUTE;
-
-/// Extension attribute carrying `event_version`, the payload's schema version.
-pub const EXTENSION_EVENT_VERSION: &str = wire::EVENT_VERSION_ATTRIBUTE;
-
-/// Extension attribute carrying `aggregate_id` (CloudEvents Partitioning
-/// extension).
-pub const EXTENSION_PARTITION_KEY: &str = wire::PARTITION_KEY_ATTRIBUTE;
-
-/// Extension attribute marking a re-publication by `outbox-relay replay`,
-/// with the value [`REPLAY_MARK`]; absent on the relay's own publications.
-/// Kafka carries it as header `ce_outboxreplay`, RabbitMQ as
-/// `cloudEvents:outboxreplay`.
-pub const EXTENSION_REPLAY: &str = wire::REPLAY_ATTRIBUTE;
+// The attributes and values of the wire format, defined once in
+// `outbox::wire`: `aggregatetype`, `eventversion`, `partitionkey` and
+// `outboxreplay` (a re-publication by `outbox-relay replay`, absent on the
+// relay's own publications).
+use outbox::wire::{
+    AGGREGATE_TYPE_ATTRIBUTE as EXTENSION_AGGREGATE_TYPE, CONTENT_TYPE_JSON,
+    EVENT_VERSION_ATTRIBUTE as EXTENSION_EVENT_VERSION,
+    PARTITION_KEY_ATTRIBUTE as EXTENSION_PARTITION_KEY, REPLAY_ATTRIBUTE as EXTENSION_REPLAY,
+    REPLAY_MARK, SPEC_VERSION, is_valid_attribute_name,
+};
 
 /// Whether a `headers` entry may not become an extension attribute: the
 /// CloudEvents context attributes, the members reserved by the JSON event

@@ -3,71 +3,11 @@
 use std::sync::Arc;
 
 use crate::batch::RelayMetrics;
-use crate::config::{BrokerUrl, DatabaseUrl, EventSourceKind, RelayConfig};
+use crate::config::{BrokerUrl, EventSourceKind, RelayConfig};
 use crate::error::Error;
 use crate::publish::Publisher;
-use crate::service::RelayService;
+use crate::service::{RelayDatabase, RelayService};
 use crate::source::SlotName;
-
-/// The database a [`RelayService`] relays from: a URL, or a pool of the
-/// service's own (polling only: the WAL source opens a replication
-/// connection of its own, from a URL).
-#[derive(Clone)]
-#[non_exhaustive]
-pub enum RelayDatabase {
-    /// A checked URL; the relay opens its own pool.
-    Url(DatabaseUrl),
-    /// A PostgreSQL pool.
-    #[cfg(feature = "postgres")]
-    Postgres(sqlx::PgPool),
-    /// A MySQL / MariaDB pool.
-    #[cfg(feature = "mysql")]
-    MySql(sqlx::MySqlPool),
-    /// A SQLite pool.
-    #[cfg(feature = "sqlite")]
-    Sqlite(sqlx::SqlitePool),
-}
-
-impl std::fmt::Debug for RelayDatabase {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RelayDatabase::Url(url) => formatter.debug_tuple("Url").field(url).finish(),
-            #[cfg(feature = "postgres")]
-            RelayDatabase::Postgres(_) => formatter.write_str("Postgres(pool)"),
-            #[cfg(feature = "mysql")]
-            RelayDatabase::MySql(_) => formatter.write_str("MySql(pool)"),
-            #[cfg(feature = "sqlite")]
-            RelayDatabase::Sqlite(_) => formatter.write_str("Sqlite(pool)"),
-        }
-    }
-}
-
-impl From<DatabaseUrl> for RelayDatabase {
-    fn from(url: DatabaseUrl) -> Self {
-        RelayDatabase::Url(url)
-    }
-}
-
-#[cfg(feature = "postgres")]
-impl From<sqlx::PgPool> for RelayDatabase {
-    fn from(pool: sqlx::PgPool) -> Self {
-        RelayDatabase::Postgres(pool)
-    }
-}
-
-#[cfg(feature = "mysql")]
-impl From<sqlx::MySqlPool> for RelayDatabase {
-    fn from(pool: sqlx::MySqlPool) -> Self {
-        RelayDatabase::MySql(pool)
-    }
-}
-
-#[cfg(feature = "sqlite")]
-impl From<sqlx::SqlitePool> for RelayDatabase {
-    fn from(pool: sqlx::SqlitePool) -> Self {
-        RelayDatabase::Sqlite(pool)
-    }
-}
 
 /// The broker a [`RelayService`] publishes to: a URL, built with the
 /// `[kafka]` and `[rabbitmq]` settings of its [`RelayConfig`], or a
@@ -120,7 +60,7 @@ pub struct RelayServiceBuilder {
 }
 
 impl RelayServiceBuilder {
-    /// The database: a [`DatabaseUrl`] or a pool.
+    /// The database: a [`DatabaseUrl`](crate::DatabaseUrl) or a pool.
     pub fn database(mut self, database: impl Into<RelayDatabase>) -> Self {
         self.database = Some(database.into());
         self
@@ -204,14 +144,19 @@ impl RelayServiceBuilder {
             Error::require_feature("logical", cfg!(feature = "logical"), || {
                 "the logical source".to_owned()
             })?;
-            let RelayDatabase::Url(url) = &database else {
-                return Err(Error::InvalidArgument(
-                    "the logical source opens a replication connection of its own: give the \
-                     database as a URL, not a pool"
-                        .to_owned(),
-                ));
-            };
-            config.logical_slot(url)?;
+            match &database {
+                RelayDatabase::Url(url) => {
+                    config.logical_slot(url)?;
+                }
+                #[allow(unreachable_patterns)]
+                _ => {
+                    return Err(Error::InvalidArgument(
+                        "the logical source opens a replication connection of its own: give \
+                         the database as a URL, not a pool"
+                            .to_owned(),
+                    ));
+                }
+            }
         }
         Ok(RelayService {
             database,

@@ -12,7 +12,7 @@ use crate::event::Wakeup;
 use crate::leases::LeaseStore;
 use crate::operator::RetentionSettings;
 use crate::relay::Relay;
-use crate::service::builder::RelayDatabase;
+use crate::service::RelayDatabase;
 use crate::source::logical::LogicalSource;
 use crate::source::{EventSource, OutboxStore, SlotName};
 use crate::store::{Connections, OperatorStore, PostgresStore};

@@ -5,8 +5,9 @@
 //! it until a `CancellationToken` fires, then stops it gracefully. It is
 //! what `outbox-relay run` runs, for a service that embeds the relay.
 //!
-//! - `builder.rs`: [`RelayServiceBuilder`], and what it takes
-//!   ([`RelayDatabase`], [`RelayBroker`]).
+//! - `builder.rs`: [`RelayServiceBuilder`], and the broker it takes
+//!   ([`RelayBroker`]); `database.rs`: the database it takes
+//!   ([`RelayDatabase`]), and opening its store.
 //! - `start.rs`: opening the store, the source and the publisher, and
 //!   spawning the batch loop; `logical.rs`: the WAL source's part of it.
 //! - `supervise.rs`: running until the stop, and the graceful stop.
@@ -49,6 +50,7 @@
 //! ```
 
 mod builder;
+mod database;
 #[cfg(feature = "logical")]
 mod logical;
 mod start;
@@ -58,7 +60,8 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-pub use builder::{RelayBroker, RelayDatabase, RelayServiceBuilder};
+pub use builder::{RelayBroker, RelayServiceBuilder};
+pub use database::RelayDatabase;
 
 use crate::batch::{DispatchTotals, RelayMetrics};
 use crate::config::RelayConfig;

@@ -7,17 +7,18 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 
 use crate::batch::{DispatchTotals, PublishHealth};
-use crate::config::{EventSourceKind, build_publisher, open_store, relay_settings};
+use crate::config::{EventSourceKind, build_publisher, relay_settings};
 use crate::error::Error;
 use crate::event::Wakeup;
 use crate::http::{HttpEndpoint, HttpState};
 use crate::operator::{BacklogSource, TableBacklog};
 use crate::publish::Publisher;
 use crate::relay::Relay;
+use crate::service::RelayBroker;
 use crate::service::RelayService;
-use crate::service::builder::{RelayBroker, RelayDatabase};
 #[cfg(feature = "logical")]
 use crate::service::logical;
+#[cfg(feature = "logical")]
 use crate::source::OutboxStore;
 use crate::store::Connections;
 use crate::tasks::Tasks;
@@ -61,7 +62,7 @@ pub(super) async fn start(service: RelayService, tasks: &Tasks) -> Result<Runnin
         RelayBroker::Url(url) => build_publisher(&url, &config, tasks).await?,
         RelayBroker::Publisher(publisher) => publisher,
     };
-    let database_name = database_label(&database);
+    let database_name = database.label();
     #[cfg(feature = "logical")]
     let logical = match config.source {
         EventSourceKind::Logical => Some(logical::open(&database, &config, migrate).await?),
@@ -77,10 +78,16 @@ pub(super) async fn start(service: RelayService, tasks: &Tasks) -> Result<Runnin
     #[cfg(feature = "logical")]
     let store = match &logical {
         Some(opened) => Arc::clone(&opened.postgres) as Arc<dyn OutboxStore>,
-        None => open_polling_store(database, migrate).await?,
+        None => {
+            database
+                .open_polling_store(Connections::KeptOpen, migrate)
+                .await?
+        }
     };
     #[cfg(not(feature = "logical"))]
-    let store = open_polling_store(database, migrate).await?;
+    let store = database
+        .open_polling_store(Connections::KeptOpen, migrate)
+        .await?;
     // On the logical source, streamed and published rows stay `pending`:
     // its gauges count only what it has not published.
     #[cfg(feature = "logical")]
@@ -160,36 +167,6 @@ pub(super) async fn start(service: RelayService, tasks: &Tasks) -> Result<Runnin
         http,
         slot_watch,
     })
-}
-
-/// The database for the log line: the URL with its password masked, or
-/// the kind of pool.
-fn database_label(database: &RelayDatabase) -> String {
-    match database {
-        RelayDatabase::Url(url) => url.to_string(),
-        #[allow(unreachable_patterns)]
-        _ => "a pool of the service's".to_owned(),
-    }
-}
-
-/// The store of the polling source, migrated when `migrate`.
-async fn open_polling_store(
-    database: RelayDatabase,
-    migrate: bool,
-) -> Result<Arc<dyn OutboxStore>, Error> {
-    let store: Arc<dyn OutboxStore> = match database {
-        RelayDatabase::Url(url) => open_store(&url, Connections::KeptOpen).await?,
-        #[cfg(feature = "postgres")]
-        RelayDatabase::Postgres(pool) => Arc::new(crate::store::PostgresStore::new(pool)),
-        #[cfg(feature = "mysql")]
-        RelayDatabase::MySql(pool) => Arc::new(crate::store::MySqlStore::new(pool)),
-        #[cfg(feature = "sqlite")]
-        RelayDatabase::Sqlite(pool) => Arc::new(crate::store::SqliteStore::new(pool)),
-    };
-    if migrate {
-        store.migrate().await?;
-    }
-    Ok(store)
 }
 
 /// `host-pid-random`: unique per process, readable in `outbox_partitions`.

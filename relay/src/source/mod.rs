@@ -11,12 +11,12 @@
 //! events; leases come from [`LeaseStore`](crate::leases::LeaseStore),
 //! operator reads from [`OperatorStore`](crate::store::OperatorStore).
 //!
-//! Another source plugs into [`Relay`](crate::Relay) with
-//! [`Relay::with_event_source`](crate::Relay::with_event_source) and keeps
+//! Another source plugs into [`Relay`](crate::relay::Relay) with
+//! [`Relay::with_event_source`](crate::relay::Relay::with_event_source) and keeps
 //! the batch loop as it is, as long as it keeps the contract below. A
 //! source with its own unit of work (the logical source's one replication
 //! stream) also brings the leases of that unit, with
-//! [`Relay::with_lease_store`](crate::Relay::with_lease_store).
+//! [`Relay::with_lease_store`](crate::relay::Relay::with_lease_store).
 
 #[cfg(feature = "logical")]
 pub mod logical;

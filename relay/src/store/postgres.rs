@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
-use sqlx::postgres::{PgArguments, PgConnectOptions, PgListener, PgQueryResult};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgQueryResult};
 use sqlx::{PgPool, Postgres};
 use tokio_util::sync::CancellationToken;
 
 use super::sql_store::{
-    Bound, Dialect, ExplainFetch, NumberedSql, RowsAffected, SqlStore, Statements,
+    Bound, Dialect, NumberedSql, RowsAffected, SqlStore, Statements,
 };
 use crate::error::Error;
 use crate::event::{NOTIFY_CHANNEL, Wakeup};
@@ -29,6 +29,7 @@ const FETCH_SETTINGS: &[&str] = &["SET LOCAL enable_sort = off"];
 const QUIET_NOTIFICATIONS: &str = include_str!("sql/postgres/quiet_notifications.sql");
 
 /// The fetch, as [`ExplainFetch`] explains it.
+#[cfg(feature = "test-util")]
 const FETCH_PENDING: &str = include_str!("sql/postgres/fetch_pending.sql");
 
 /// Statements run before a mark, in its transaction: its commit does not
@@ -96,26 +97,39 @@ impl Dialect for PostgresDialect {
     }
 }
 
-/// As `EXPLAIN (FORMAT JSON)` gives it.
-impl ExplainFetch for PostgresDialect {
-    fn explain_fetch(
-        pool: &PgPool,
-        arguments: PgArguments,
-    ) -> BoxFuture<'_, Result<serde_json::Value, Error>> {
-        Box::pin(async move {
-            let mut transaction = outbox::begin_transaction(pool).await?;
-            for setting in FETCH_SETTINGS {
-                sqlx::query(*setting).execute(&mut *transaction).await?;
-            }
-            let explain = format!("EXPLAIN (FORMAT JSON) {FETCH_PENDING}");
-            let plan: serde_json::Value =
-                sqlx::query_scalar_with(sqlx::AssertSqlSafe(explain), arguments)
-                    .persistent(false)
-                    .fetch_one(&mut *transaction)
-                    .await?;
-            transaction.rollback().await?;
-            Ok(plan)
-        })
+/// The fetch's plan, for the test that keeps it free of a sort over the
+/// pending rows.
+#[cfg(feature = "test-util")]
+mod explain {
+    use futures::future::BoxFuture;
+    use sqlx::postgres::PgArguments;
+    use sqlx::PgPool;
+
+    use super::{FETCH_PENDING, FETCH_SETTINGS, PostgresDialect};
+    use crate::error::Error;
+    use crate::store::sql_store::ExplainFetch;
+
+    /// As `EXPLAIN (FORMAT JSON)` gives it.
+    impl ExplainFetch for PostgresDialect {
+        fn explain_fetch(
+            pool: &PgPool,
+            arguments: PgArguments,
+        ) -> BoxFuture<'_, Result<serde_json::Value, Error>> {
+            Box::pin(async move {
+                let mut transaction = outbox::begin_transaction(pool).await?;
+                for setting in FETCH_SETTINGS {
+                    sqlx::query(*setting).execute(&mut *transaction).await?;
+                }
+                let explain = format!("EXPLAIN (FORMAT JSON) {FETCH_PENDING}");
+                let plan: serde_json::Value =
+                    sqlx::query_scalar_with(sqlx::AssertSqlSafe(explain), arguments)
+                        .persistent(false)
+                        .fetch_one(&mut *transaction)
+                        .await?;
+                transaction.rollback().await?;
+                Ok(plan)
+            })
+        }
     }
 }
 

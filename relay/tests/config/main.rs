@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use outbox::mask_password;
 use outbox_relay::Error;
-use outbox_relay::config::broker_url::{BrokerUrl, DEFAULT_BROKER, resolve_broker_url};
-use outbox_relay::config::database_url::{DEFAULT_DATABASE_URL, DatabaseUrl, resolve_database_url};
+use outbox_relay::config::{BrokerUrl, DEFAULT_BROKER, resolve_broker_url};
+use outbox_relay::config::{DEFAULT_DATABASE_URL, DatabaseUrl, resolve_database_url};
 use outbox_relay::config::{DeadLetterPolicy, RelayConfig, RoutingKey, parse_duration};
 
 const EXAMPLE: &str = include_str!("../../examples/relay.toml");

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use outbox_relay::RetentionSettings;
+use outbox_relay::operator::RetentionSettings;
 use outbox_relay::operator::run_logical_retention_pass;
 use outbox_testkit::{Collected, kafka, rabbitmq, unique_name};
 use tokio_util::sync::CancellationToken;

@@ -10,11 +10,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use outbox_relay::event::Wakeup;
 use outbox_relay::leases::LeaseStore;
 use outbox_relay::publish::{PublishFailure, Publisher};
+use outbox_relay::relay::Relay;
 use outbox_relay::source::{EventSource, OutboxStore};
 use outbox_relay::store::{DeadSelector, OperatorStore};
-use outbox_relay::{DeadLetterPolicy, DispatchTotals, OutboundEvent, Relay, RelayConfig, Wakeup};
+use outbox_relay::{DeadLetterPolicy, DispatchTotals, OutboundEvent, RelayConfig};
 use sqlx::Acquire;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -105,12 +107,12 @@ fn start_relay(
     config.retry.max_attempts = 3;
     config.retry.jitter = false;
     config.dead_letter.policy = policy;
-    let settings = outbox_relay::relay_settings("relay-failures".to_owned(), &config);
+    let settings = outbox_relay::config::relay_settings("relay-failures".to_owned(), &config);
     let wakeup = Wakeup::new();
     let stop = CancellationToken::new();
     source.watch_commits(
         wakeup.clone(),
-        &outbox_relay::Tasks::stopped_by(stop.clone()),
+        &outbox_relay::tasks::Tasks::stopped_by(stop.clone()),
     );
     let relay = Relay::new(
         Arc::clone(&database.store) as Arc<dyn OutboxStore>,

@@ -5,9 +5,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use outbox_relay::RetentionSettings;
 use outbox_relay::event::{FailedAttempt, Fence};
 use outbox_relay::leases::LeaseStore;
+use outbox_relay::operator::RetentionSettings;
 use outbox_relay::operator::run_logical_retention_pass;
 use outbox_relay::source::EventSource;
 use sqlx::Acquire;

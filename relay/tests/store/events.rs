@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use outbox_relay::Wakeup;
+use outbox_relay::event::Wakeup;
 use outbox_relay::event::{FailedAttempt, Fence, FetchLimit, FetchRequest};
 use outbox_relay::store::DeadSelector;
 use outbox_testkit::TestDatabase;
@@ -307,7 +307,7 @@ pub(crate) async fn a_commit_raises_the_watched_wakeup_where_the_backend_notifie
     let stop = tokio_util::sync::CancellationToken::new();
     store.watch_commits(
         wakeup.clone(),
-        &outbox_relay::Tasks::stopped_by(stop.clone()),
+        &outbox_relay::tasks::Tasks::stopped_by(stop.clone()),
     );
     if DB::NOTIFIES_COMMITS {
         // The listener connects in the background: commit until one commit

@@ -7,8 +7,9 @@ use outbox::wire;
 
 use super::RabbitMqPublisher;
 use crate::event::OutboundEvent;
-use crate::publish::cloudevent::{CONTENT_TYPE_JSON, CloudEvent};
+use crate::publish::cloudevent::CloudEvent;
 use crate::publish::{PublishFailure, RoutingKey};
+use outbox::wire::CONTENT_TYPE_JSON;
 
 /// One event as AMQP publishes it; the body is the event's payload.
 pub(super) struct Message {

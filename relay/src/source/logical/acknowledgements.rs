@@ -81,6 +81,7 @@ impl AcknowledgementTracker {
     }
 
     /// The position confirmed so far.
+    #[cfg(feature = "test-util")]
     pub(crate) fn confirmed(&self) -> WalPosition {
         self.confirmed
     }

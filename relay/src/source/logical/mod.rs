@@ -49,12 +49,19 @@ pub(crate) mod table_path;
 
 use sqlx::PgPool;
 
-pub use crate::source::{DEFAULT_SLOT, SlotName};
+pub use crate::source::SlotName;
 pub use slot::{
-    DroppedSlot, OUTPUT_PLUGIN, SlotStatus, check_prerequisites, check_stream_prerequisites,
-    check_wal_level, ensure_slot_and_publication, missing_slot_error, relay_slots, slot_status,
+    DroppedSlot, SlotStatus, check_prerequisites, ensure_slot_and_publication, missing_slot_error,
+    relay_slots, slot_status,
 };
-pub use slot_backlog::{BACKLOG_NOTE, BacklogBound, HANDED_OVER_NOTE, SlotBacklog, slot_backlogs};
+pub use slot_backlog::SlotBacklog;
+// What only this project's tests reach for.
+#[cfg(feature = "test-util")]
+pub use crate::source::DEFAULT_SLOT;
+#[cfg(feature = "test-util")]
+pub use slot::{OUTPUT_PLUGIN, check_stream_prerequisites, check_wal_level};
+#[cfg(feature = "test-util")]
+pub use slot_backlog::{BACKLOG_NOTE, BacklogBound, HANDED_OVER_NOTE, slot_backlogs};
 pub use source::LogicalSource;
 
 use crate::error::Error;

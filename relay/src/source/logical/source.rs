@@ -134,6 +134,7 @@ impl LogicalSource {
     }
 
     /// The position this relay last confirmed (0 while it does not stream).
+    #[cfg(feature = "test-util")]
     pub fn confirmed_position(&self) -> u64 {
         self.received.lock().tracker.confirmed()
     }

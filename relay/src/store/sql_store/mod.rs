@@ -15,8 +15,10 @@
 
 mod binds;
 mod database;
+#[cfg(feature = "test-util")]
 mod explain;
 pub(crate) mod fetch_values;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod numbered;
 mod operator;
 mod statements;
@@ -31,7 +33,9 @@ use sqlx::{Connection, Database, Pool, Transaction};
 
 pub use binds::{Bound, Values};
 pub use database::{On, RowsAffected, SqlDatabase};
+#[cfg(feature = "test-util")]
 pub use explain::ExplainFetch;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub use numbered::NumberedSql;
 pub use statements::{LeaseStatements, Param, Statement, Statements};
@@ -149,6 +153,7 @@ impl<D: Dialect> SqlStore<D> {
     /// # Errors
     /// [`Error::InvalidDatabaseUrl`] for options sqlx rejects;
     /// [`Error::Database`] when the database cannot be reached.
+    #[cfg(feature = "test-util")]
     pub async fn connect(url: &str) -> Result<Self, Error> {
         Self::connect_with(url, Connections::OnDemand).await
     }

@@ -74,6 +74,7 @@ impl Statement {
 #[derive(Debug, Clone, Copy)]
 pub enum LeaseStatements {
     /// `UPDATE ... RETURNING` returns the leases renewed or taken.
+    #[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
     Returning {
         /// Extend the leases held (`RelayId`, `TimeToLive`, `Leases`), returning them.
         renew: Statement,
@@ -82,6 +83,7 @@ pub enum LeaseStatements {
     },
     /// No `UPDATE ... RETURNING` (MariaDB): each change is an update and
     /// a select of the leases held, in one transaction.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     UpdateThenSelect {
         /// Extend the leases held.
         renew: Statement,
