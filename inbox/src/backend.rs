@@ -1,6 +1,7 @@
 //! [`InboxBackend`]: the inbox statements of each database. The SQL is in
 //! `sql/<backend>/`.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::time::Duration;
 
@@ -26,6 +27,15 @@ pub trait InboxBackend: outbox::Backend {
         event_id: &'c str,
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'c;
 
+    /// Insert `(consumer, event_id)` for each of `event_ids` unless present,
+    /// in one statement; the ids inserted.
+    #[doc(hidden)]
+    fn record_messages<'c>(
+        connection: &'c mut Self::Connection,
+        consumer: &'c str,
+        event_ids: &'c [&'c str],
+    ) -> impl Future<Output = Result<HashSet<String>, sqlx::Error>> + Send + 'c;
+
     /// Delete at most `limit` of the rows of `consumer` that `rule` names;
     /// the number deleted.
     #[doc(hidden)]
@@ -48,10 +58,13 @@ pub enum PruneRule {
 }
 
 /// Implement [`InboxBackend`] for one database; the statements differ by
-/// backend only in the SQL files they load.
+/// backend only in the SQL files they load, and in how a batch's ids are
+/// bound: `$ids` turns them into the statement's parameter (a PostgreSQL
+/// array, or a JSON array for MariaDB's `JSON_TABLE` and SQLite's
+/// `json_each`).
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 macro_rules! impl_inbox_backend {
-    ($database:ty, $connection:ty, $dir:literal) => {
+    ($database:ty, $connection:ty, $dir:literal, $ids:expr) => {
         impl InboxBackend for $database {
             async fn record_message<'c>(
                 connection: &'c mut $connection,
@@ -65,6 +78,20 @@ macro_rules! impl_inbox_backend {
                         .execute(connection)
                         .await?;
                 Ok(result.rows_affected() == 1)
+            }
+
+            async fn record_messages<'c>(
+                connection: &'c mut $connection,
+                consumer: &'c str,
+                event_ids: &'c [&'c str],
+            ) -> Result<HashSet<String>, sqlx::Error> {
+                let inserted: Vec<String> =
+                    sqlx::query_scalar(include_str!(concat!("sql/", $dir, "/record_messages.sql")))
+                        .bind(consumer)
+                        .bind(($ids)(event_ids))
+                        .fetch_all(connection)
+                        .await?;
+                Ok(inserted.into_iter().collect())
             }
 
             async fn prune<'p>(
@@ -95,8 +122,20 @@ macro_rules! impl_inbox_backend {
 }
 
 #[cfg(feature = "postgres")]
-impl_inbox_backend!(sqlx::Postgres, sqlx::PgConnection, "postgres");
+impl_inbox_backend!(sqlx::Postgres, sqlx::PgConnection, "postgres", text_array);
 #[cfg(feature = "mysql")]
-impl_inbox_backend!(sqlx::MySql, sqlx::MySqlConnection, "mysql");
+impl_inbox_backend!(sqlx::MySql, sqlx::MySqlConnection, "mysql", json_array);
 #[cfg(feature = "sqlite")]
-impl_inbox_backend!(sqlx::Sqlite, sqlx::SqliteConnection, "sqlite");
+impl_inbox_backend!(sqlx::Sqlite, sqlx::SqliteConnection, "sqlite", json_array);
+
+/// `ids` as they are: a PostgreSQL `text[]`.
+#[cfg(feature = "postgres")]
+fn text_array<'a>(ids: &'a [&'a str]) -> &'a [&'a str] {
+    ids
+}
+
+/// `ids` as a JSON array of strings, for `JSON_TABLE` and `json_each`.
+#[cfg(any(feature = "mysql", feature = "sqlite"))]
+fn json_array(ids: &[&str]) -> String {
+    serde_json::Value::from(ids.to_vec()).to_string()
+}

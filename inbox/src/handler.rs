@@ -8,11 +8,13 @@ use std::marker::PhantomData;
 
 use outbox::EventType;
 use serde::de::DeserializeOwned;
+use tracing::Instrument;
 
 use crate::backend::InboxBackend;
 use crate::delivery::Delivery;
 use crate::error::{BoxError, DecodeError};
 use crate::incoming::IncomingEvent;
+use crate::trace_context::event_span;
 
 /// A type a message decodes into: every `#[derive(Event)]` struct that is
 /// also `Deserialize` (a consumer-only one included), through [`IncomingEvent::decode`] (its type and
@@ -125,6 +127,96 @@ pub trait Handler<DB: InboxBackend>: Send + Sync + 'static {
         event: &Self::Event,
         delivery: &Delivery<'_>,
     ) -> impl Future<Output = Result<(), BoxError>> + Send;
+
+    /// Apply the effects of a batch of events with `tx`, one inbox
+    /// transaction for the whole batch, when the adapter batches
+    /// (`batch_size` above 1 in its config). `batch` holds the events
+    /// delivered for the first time, in delivery order; their inbox rows
+    /// are recorded in `tx` already, and commit with what this writes.
+    ///
+    /// By default [`Handler::handle`] for each, in order, each in an
+    /// `inbox.handle` span. Override it for set-based writes (one `INSERT`
+    /// of many rows), as MassTransit's `Batch<T>` consumers do. An error
+    /// rolls the whole batch back; the adapter then runs its messages again
+    /// one at a time through [`Handler::handle`], so only the failing event
+    /// retries and, at its last attempt, is dead-lettered.
+    ///
+    /// ```no_run
+    /// use outbox::Event;
+    /// use outbox_inbox::{BatchItem, BoxError, Delivery, Handler};
+    /// use serde::{Deserialize, Serialize};
+    /// use sqlx::{PgConnection, Postgres};
+    ///
+    /// #[derive(Serialize, Deserialize, Event)]
+    /// #[event(type = "order.created")]
+    /// struct OrderCreated { order_id: i64, total_cents: i64 }
+    ///
+    /// struct Billing;
+    ///
+    /// impl Handler<Postgres> for Billing {
+    ///     type Event = OrderCreated;
+    ///
+    ///     async fn handle(
+    ///         &self,
+    ///         tx: &mut PgConnection,
+    ///         order: &OrderCreated,
+    ///         delivery: &Delivery<'_>,
+    ///     ) -> Result<(), BoxError> {
+    ///         // One event is a batch of one: a single code path.
+    ///         self.handle_batch(tx, &[BatchItem::new(order, *delivery)]).await
+    ///     }
+    ///
+    ///     async fn handle_batch(
+    ///         &self,
+    ///         tx: &mut PgConnection,
+    ///         batch: &[BatchItem<'_, OrderCreated>],
+    ///     ) -> Result<(), BoxError> {
+    ///         let ids: Vec<i64> = batch.iter().map(|item| item.event.order_id).collect();
+    ///         let totals: Vec<i64> = batch.iter().map(|item| item.event.total_cents).collect();
+    ///         sqlx::query(
+    ///             "INSERT INTO invoices (order_id, total_cents) \
+    ///              SELECT * FROM unnest($1::bigint[], $2::bigint[])",
+    ///         )
+    ///         .bind(&ids)
+    ///         .bind(&totals)
+    ///         .execute(&mut *tx)
+    ///         .await?;
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    fn handle_batch(
+        &self,
+        tx: &mut DB::Connection,
+        batch: &[BatchItem<'_, Self::Event>],
+    ) -> impl Future<Output = Result<(), BoxError>> + Send {
+        async move {
+            for item in batch {
+                self.handle(tx, item.event, &item.delivery)
+                    .instrument(event_span(item.delivery.incoming()))
+                    .await?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// One event of a batch given to [`Handler::handle_batch`]: the decoded
+/// event and its delivery.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct BatchItem<'a, E> {
+    /// The decoded event.
+    pub event: &'a E,
+    /// Its delivery: event id, replay flag, trace, attempt.
+    pub delivery: Delivery<'a>,
+}
+
+impl<'a, E> BatchItem<'a, E> {
+    /// `event`, delivered as `delivery`.
+    pub fn new(event: &'a E, delivery: Delivery<'a>) -> Self {
+        BatchItem { event, delivery }
+    }
 }
 
 /// The `async fn`s (and async closures that capture nothing) [`typed`]

@@ -35,7 +35,7 @@ mod trace_context;
 pub use backend::InboxBackend;
 pub use delivery::Delivery;
 pub use error::{BoxError, DecodeError, Error};
-pub use handler::{DecodeEvent, Handler, HandlerFn, TypedHandler, typed};
+pub use handler::{BatchItem, DecodeEvent, Handler, HandlerFn, TypedHandler, typed};
 pub use inbox::{Inbox, Outcome};
 pub use incoming::{EVENT_VERSION_ATTRIBUTE, IncomingEvent, REPLAY_ATTRIBUTE};
 pub use prune::{PruneSettings, prune_once, prune_until_stopped};

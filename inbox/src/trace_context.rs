@@ -52,6 +52,19 @@ pub fn handler_span(consumer: &str, incoming: &IncomingEvent) -> tracing::Span {
     span
 }
 
+/// The `inbox.handle` span of one event of a batch: as
+/// [`handler_span`], the consumer named by the batch's span around it.
+pub(crate) fn event_span(incoming: &IncomingEvent) -> tracing::Span {
+    let span = tracing::info_span!(
+        "inbox.handle",
+        event_id = %incoming.id,
+        event_type = %incoming.event_type,
+    );
+    #[cfg(feature = "opentelemetry")]
+    otel::continue_producer_trace(&span, incoming);
+    span
+}
+
 #[cfg(feature = "opentelemetry")]
 mod otel {
     use std::str::FromStr;

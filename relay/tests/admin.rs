@@ -54,7 +54,9 @@ async fn kill<DB: TestBackend>(db: &TestDatabase<DB>, event_ids: &[&str]) {
         .unwrap_or_else(|error| panic!("{sql}: {error}"));
 }
 
-async fn admin_reads_and_repairs_dead_events<DB: outbox::Backend + TestBackend>(db: &TestDatabase<DB>) {
+async fn admin_reads_and_repairs_dead_events<DB: outbox::Backend + TestBackend>(
+    db: &TestDatabase<DB>,
+) {
     outbox::migrate(db.pool()).await.expect("migrate");
     let ids = enqueue(db).await;
     kill(db, &[&ids[0], &ids[2]]).await;
@@ -151,7 +153,9 @@ async fn admin_reads_and_repairs_dead_events<DB: outbox::Backend + TestBackend>(
 
 /// The WAL source's status, on a database that has no WAL to stream, is
 /// refused with the reason, and so is a malformed aggregate selector.
-async fn admin_refuses_what_cannot_be_done<DB: outbox::Backend + TestBackend>(db: &TestDatabase<DB>) {
+async fn admin_refuses_what_cannot_be_done<DB: outbox::Backend + TestBackend>(
+    db: &TestDatabase<DB>,
+) {
     outbox::migrate(db.pool()).await.expect("migrate");
     let url: DatabaseUrl = db.url().parse().expect("the test database's URL");
     let backend = url.backend();

@@ -1,5 +1,6 @@
 //! What the Kafka and the RabbitMQ consumer share: the methods of their
-//! configurations' retry settings ([`impl_retry_settings!`]), the log
+//! configurations' retry settings ([`impl_retry_settings!`]) and batch
+//! settings ([`impl_batch_settings!`]), the log
 //! line of a stopped consumer ([`log_consumer_stopped!`]), the counters of
 //! their stats (`counters.rs`) and the pruning task beside them
 //! (`pruning.rs`).
@@ -38,6 +39,48 @@ macro_rules! impl_retry_settings {
     };
 }
 
+/// Give an adapter's configuration `$config` its batch settings' methods:
+/// the fields `batch_size` and `batch_wait`, bounded by `$limit`, the
+/// field of the most messages in flight (`$limit_name` in errors):
+/// `batch`, the builder, and `check_batch_settings`.
+macro_rules! impl_batch_settings {
+    ($config:ty, $adapter:literal, $limit:ident, $limit_name:literal) => {
+        impl $config {
+            /// Handle up to `size` messages in one inbox transaction,
+            /// waiting at most `wait` for a batch to fill once its first
+            /// message arrived (see `batch_size`). `size` 1 handles each
+            /// message in a transaction of its own.
+            #[must_use]
+            pub fn batch(mut self, size: usize, wait: std::time::Duration) -> Self {
+                self.batch_size = size;
+                self.batch_wait = wait;
+                self
+            }
+
+            /// Why the batch settings cannot work, as a configuration error.
+            fn check_batch_settings(&self) -> Result<(), $crate::error::Error> {
+                if self.batch_size == 0 {
+                    return Err($crate::error::Error::Config(format!(
+                        "{} consumer: batch_size must be at least 1 (1 handles each message in \
+                         a transaction of its own)",
+                        $adapter
+                    )));
+                }
+                let limit = usize::from(self.$limit);
+                if self.batch_size > limit {
+                    return Err($crate::error::Error::Config(format!(
+                        "{} consumer: batch_size {} is above {} {limit}: a batch is taken from \
+                         the messages in flight, so it could never fill; raise {} or lower \
+                         batch_size",
+                        $adapter, self.batch_size, $limit_name, $limit_name
+                    )));
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
 /// Log at info level, under the caller's target, that a consumer stopped,
 /// with every count of its [`ConsumerStats`](crate::ConsumerStats): the
 /// fields given after the message first, then the counts, then the message.
@@ -65,4 +108,4 @@ macro_rules! log_consumer_stopped {
     }};
 }
 
-pub(crate) use {impl_retry_settings, log_consumer_stopped};
+pub(crate) use {impl_batch_settings, impl_retry_settings, log_consumer_stopped};

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
 
-use crate::consumer::impl_retry_settings;
+use crate::consumer::{impl_batch_settings, impl_retry_settings};
 use crate::error::Error;
 use crate::prune::PruneSettings;
 
@@ -27,8 +27,22 @@ pub struct KafkaConsumerConfig {
     /// dead-letter topics.
     pub topics: Vec<String>,
     /// Most messages received and not yet finished (running, retrying or
-    /// waiting behind an earlier message of the same key). Default 32.
+    /// waiting behind an earlier message of the same key). At least
+    /// `batch_size`. Default 32.
     pub max_in_flight: usize,
+    /// Messages handled in one inbox transaction: their event ids are
+    /// recorded with one statement, the handler runs for the new ones
+    /// ([`Handler::handle_batch`](crate::Handler::handle_batch)) in offset
+    /// order per key, one commit, then every offset of the batch becomes
+    /// committable. 1 (the default): a transaction per message. A handler
+    /// failure rolls the batch back and its messages run again one at a
+    /// time (`docs/inbox.md`, "Batches"). Set `max_in_flight` to twice this
+    /// or more, so the next batch fills while one commits.
+    pub batch_size: usize,
+    /// Longest a batch waits to fill once its first message arrived; a
+    /// message waits at most this before its transaction starts. Default
+    /// 20 ms.
+    pub batch_wait: Duration,
     /// Handler attempts per message before it is dead-lettered; at least
     /// 1. Default 5.
     pub max_attempts: u32,
@@ -67,6 +81,7 @@ pub struct KafkaConsumerConfig {
 }
 
 impl_retry_settings!(KafkaConsumerConfig, "kafka");
+impl_batch_settings!(KafkaConsumerConfig, "kafka", max_in_flight, "max_in_flight");
 
 impl KafkaConsumerConfig {
     /// The default settings for consumer group `group_id` reading `topics`
@@ -77,6 +92,8 @@ impl KafkaConsumerConfig {
             group_id: group_id.into(),
             topics,
             max_in_flight: 32,
+            batch_size: 1,
+            batch_wait: Duration::from_millis(20),
             max_attempts: 5,
             retry_base_delay: Duration::from_millis(200),
             retry_max_delay: Duration::from_secs(30),
@@ -112,6 +129,7 @@ impl KafkaConsumerConfig {
             return Err(config_error("max_in_flight", "must be at least 1"));
         }
         self.check_retry_schedule()?;
+        self.check_batch_settings()?;
         if let Some(topic) = &self.dead_letter_topic
             && topic.trim().is_empty()
         {

@@ -149,10 +149,17 @@ impl<DB: InboxBackend, H: Handler<DB>> KafkaInboxConsumer<DB, H> {
             topics = ?config.topics,
             consumer = %policy.inbox().consumer(),
             max_in_flight = config.max_in_flight,
+            batch_size = config.batch_size,
             "kafka inbox consumer started"
         );
 
-        let mut lanes = MessageLanes::new(Arc::clone(&policy), dead_letters, stop.child_token());
+        let mut lanes = MessageLanes::new(
+            Arc::clone(&policy),
+            dead_letters,
+            stop.child_token(),
+            config.batch_size,
+            config.batch_wait,
+        );
         receive_until_stopped(&consumer, &config, &mut lanes, &stop).await;
 
         tracing::info!(
@@ -208,10 +215,17 @@ async fn receive_until_stopped<DB: InboxBackend, H: Handler<DB>>(
         // Rebalance callbacks run inside `recv`.
         lanes.purge_revoked(consumer.context());
         let can_fetch = lanes.in_flight() < config.max_in_flight;
+        if !can_fetch {
+            // Nothing more arrives until something finishes: a gathered
+            // batch starts now rather than at its deadline.
+            lanes.start_gathered();
+        }
         let running = lanes.has_running();
+        let batch_due = lanes.batch_due();
         tokio::select! {
             biased;
             () = stop.cancelled() => return,
+            () = sleep_until_due(batch_due), if batch_due.is_some() => lanes.start_gathered(),
             Some(joined) = lanes.next_finished(), if running => {
                 lanes.finished(joined, consumer.context());
                 if commit_each {
@@ -231,6 +245,14 @@ async fn receive_until_stopped<DB: InboxBackend, H: Handler<DB>>(
                 }
             },
         }
+    }
+}
+
+/// Sleep until `due`; forever when there is none (the branch is off then).
+async fn sleep_until_due(due: Option<Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
     }
 }
 

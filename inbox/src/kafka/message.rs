@@ -13,7 +13,7 @@ use crate::policy::BrokerMessage;
 pub(crate) type LaneKey = (String, i32, Option<Vec<u8>>);
 
 /// A message copied out of librdkafka's buffer.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct ReceivedMessage {
     pub(crate) topic: String,
     pub(crate) partition: i32,
@@ -24,6 +24,9 @@ pub(crate) struct ReceivedMessage {
     /// The partition's generation in the offsets bookkeeping when it was
     /// received.
     pub(crate) generation: u64,
+    /// Whether it was in a batch whose handler failed: it then runs on its
+    /// own, never in a batch again.
+    pub(crate) alone: bool,
 }
 
 impl ReceivedMessage {
@@ -45,6 +48,7 @@ impl ReceivedMessage {
             payload: message.payload().map(<[u8]>::to_vec),
             headers,
             generation: 0,
+            alone: false,
         }
     }
 

@@ -27,6 +27,7 @@
 
 mod attempt;
 mod backoff;
+mod batch;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -81,13 +82,18 @@ pub(crate) enum Settlement {
     /// Given up without finishing (the consumer stops or lost its
     /// connection): the broker must deliver the message again.
     Released,
+    /// A batch's handler failed and rolled back: nothing is settled, and
+    /// the adapter runs the message again on its own with
+    /// [`DeliveryPolicy::deliver`], so that only the failing event retries
+    /// and messages of other keys are not held behind it.
+    RunAlone,
 }
 
 impl Settlement {
     /// Whether the message is finished: acknowledge it, or let its offset
     /// be committed.
     pub(crate) fn is_finished(self) -> bool {
-        !matches!(self, Settlement::Released)
+        !matches!(self, Settlement::Released | Settlement::RunAlone)
     }
 }
 
@@ -136,6 +142,20 @@ impl<DB: InboxBackend, H: Handler<DB>> DeliveryPolicy<DB, H> {
                     .await;
             }
         };
+        self.deliver_decoded(message, &incoming, &event, previous_attempts, give_up)
+            .await
+    }
+
+    /// [`DeliveryPolicy::deliver`] of a message already decoded into
+    /// `incoming` and `event`.
+    pub(crate) async fn deliver_decoded<M: BrokerMessage>(
+        &self,
+        message: &M,
+        incoming: &IncomingEvent,
+        event: &H::Event,
+        previous_attempts: u32,
+        give_up: &CancellationToken,
+    ) -> Settlement {
         let event_id = incoming.id.as_str();
         tracing::Span::current().record("event_id", event_id);
 
@@ -143,7 +163,7 @@ impl<DB: InboxBackend, H: Handler<DB>> DeliveryPolicy<DB, H> {
         let mut outages: u32 = 0;
         loop {
             let error = match self
-                .attempt(&incoming, &event, attempts.saturating_add(1))
+                .attempt(incoming, event, attempts.saturating_add(1))
                 .await
             {
                 AttemptResult::Done(outcome) => return self.finished(event_id, &outcome),

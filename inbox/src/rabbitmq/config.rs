@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use outbox::mask_password;
 
-use crate::consumer::impl_retry_settings;
+use crate::consumer::{impl_batch_settings, impl_retry_settings};
 use crate::error::Error;
 use crate::prune::PruneSettings;
 
@@ -28,8 +28,21 @@ pub struct RabbitMqConsumerConfig {
     /// dead-letter objects.
     pub bindings: Vec<QueueBinding>,
     /// Most messages in flight (AMQP `basic.qos` prefetch count), processed
-    /// concurrently. At least 1. Default 32.
+    /// concurrently. At least 1, and at least `batch_size`. Default 32.
     pub prefetch: u16,
+    /// Deliveries handled in one inbox transaction: their event ids are
+    /// recorded with one statement, the handler runs for the new ones
+    /// ([`Handler::handle_batch`](crate::Handler::handle_batch)), one
+    /// commit, then every delivery of the batch is acked. 1 (the default):
+    /// a transaction per delivery. A handler failure rolls the batch back
+    /// and its deliveries run again one at a time (`docs/inbox.md`,
+    /// "Batches"). Set `prefetch` to twice this or more, so the next batch
+    /// fills while one commits.
+    pub batch_size: usize,
+    /// Longest a batch waits to fill once its first delivery arrived; a
+    /// delivery waits at most this before its transaction starts.
+    /// Default 20 ms.
+    pub batch_wait: Duration,
     /// Handler runs per message before it is dead-lettered. At least 1.
     /// Default 5.
     pub max_attempts: u32,
@@ -51,6 +64,7 @@ pub struct RabbitMqConsumerConfig {
 }
 
 impl_retry_settings!(RabbitMqConsumerConfig, "rabbitmq");
+impl_batch_settings!(RabbitMqConsumerConfig, "rabbitmq", prefetch, "prefetch");
 
 impl RabbitMqConsumerConfig {
     /// The default settings for consuming `queue` at `url`.
@@ -60,6 +74,8 @@ impl RabbitMqConsumerConfig {
             queue: queue.into(),
             bindings: Vec::new(),
             prefetch: 32,
+            batch_size: 1,
+            batch_wait: Duration::from_millis(20),
             max_attempts: 5,
             retry_base_delay: Duration::from_secs(1),
             retry_max_delay: Duration::from_secs(30),
@@ -155,6 +171,7 @@ impl RabbitMqConsumerConfig {
             ));
         }
         self.check_retry_schedule()?;
+        self.check_batch_settings()?;
         if self.connect_timeout.is_zero() {
             return Err(Error::Config(
                 "the rabbitmq connect_timeout must be more than zero".to_owned(),
@@ -168,6 +185,8 @@ outbox::debug_masking_url!(RabbitMqConsumerConfig {
     queue,
     bindings,
     prefetch,
+    batch_size,
+    batch_wait,
     max_attempts,
     retry_base_delay,
     retry_max_delay,
@@ -198,6 +217,17 @@ mod tests {
             ..good.clone()
         };
         assert!(matches!(no_attempts.validate(), Err(Error::Config(_))));
+        let no_batch = good.clone().batch(0, Duration::ZERO);
+        assert!(matches!(no_batch.validate(), Err(Error::Config(_))));
+        let unfillable = good.clone().batch(64, Duration::ZERO);
+        assert!(
+            matches!(unfillable.validate(), Err(Error::Config(message)) if message.contains("prefetch 32")),
+        );
+        let batched = RabbitMqConsumerConfig {
+            prefetch: 1024,
+            ..good.clone().batch(512, Duration::from_millis(5))
+        };
+        assert!(batched.validate().is_ok());
         let long_queue = RabbitMqConsumerConfig::new("amqp://localhost", "q".repeat(252));
         assert!(matches!(long_queue.validate(), Err(Error::Config(_))));
     }

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::RabbitMqConsumerConfig;
 use super::dead_letter::DeadLetterExchange;
-use super::session::{Session, SessionEnd, consume, declare_topology, open_session};
+use super::session::{Batching, Session, SessionEnd, consume, declare_topology, open_session};
 use crate::backend::InboxBackend;
 use crate::consumer::BackgroundPruning;
 use crate::consumer::log_consumer_stopped;
@@ -138,6 +138,7 @@ impl<DB: InboxBackend, H: Handler<DB>> RabbitMqInboxConsumer<DB, H> {
             queue = %config.queue,
             consumer = %consumer_name,
             prefetch = config.prefetch,
+            batch_size = config.batch_size,
             "consuming from rabbitmq"
         );
 
@@ -150,7 +151,13 @@ impl<DB: InboxBackend, H: Handler<DB>> RabbitMqInboxConsumer<DB, H> {
                     None => break,
                 },
             };
-            if consume(current, &policy, &dead_letters, &stop).await == SessionEnd::Stopped {
+            let batching = Batching {
+                size: config.batch_size,
+                wait: config.batch_wait,
+            };
+            if consume(current, &policy, &dead_letters, batching, &stop).await
+                == SessionEnd::Stopped
+            {
                 break;
             }
         }

@@ -18,7 +18,7 @@ use crate::backend::InboxBackend;
 use crate::error::{DecodeError, Error};
 use crate::handler::Handler;
 use crate::incoming::IncomingEvent;
-use crate::policy::{BrokerMessage, DeliveryPolicy};
+use crate::policy::{BrokerMessage, DeliveryPolicy, Settlement};
 
 /// How long an ack or a nack may take.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -88,6 +88,58 @@ pub(crate) async fn deliver<DB: InboxBackend, H: Handler<DB>>(
         } else {
             requeue(&delivery).await;
         }
+    }
+    .instrument(span)
+    .await;
+}
+
+/// Run `deliveries` through `policy` as one batch, then ack each the policy
+/// finished and requeue each it released: no ack before the batch's
+/// transaction committed. After a handler failure the batch's deliveries
+/// run again each on its own, concurrently.
+pub(crate) async fn deliver_batch<DB: InboxBackend, H: Handler<DB>>(
+    policy: Arc<DeliveryPolicy<DB, H>>,
+    dead_letters: Arc<DeadLetterExchange>,
+    publisher: Channel,
+    deliveries: Vec<Delivery>,
+    give_up: CancellationToken,
+) {
+    let span = tracing::info_span!(
+        "inbox_batch",
+        queue = %dead_letters.queue(),
+        deliveries = deliveries.len(),
+        first_delivery_tag = deliveries.first().map(|delivery| delivery.delivery_tag),
+    );
+    async move {
+        let messages: Vec<RabbitMqDelivery<'_>> = deliveries
+            .iter()
+            .map(|delivery| RabbitMqDelivery {
+                delivery,
+                publisher: &publisher,
+                dead_letters: &dead_letters,
+            })
+            .collect();
+        let settlements = policy.deliver_batch(&messages, &give_up).await;
+        // A message the batch left to run alone goes through the policy on
+        // its own, side by side with the others, as without batches.
+        let settling = messages
+            .iter()
+            .zip(settlements)
+            .map(|(message, settlement)| {
+                let (policy, give_up) = (&policy, &give_up);
+                async move {
+                    let settlement = match settlement {
+                        Settlement::RunAlone => policy.deliver(message, give_up).await,
+                        settled => settled,
+                    };
+                    if settlement.is_finished() {
+                        ack(message.delivery).await;
+                    } else {
+                        requeue(message.delivery).await;
+                    }
+                }
+            });
+        futures::future::join_all(settling).await;
     }
     .instrument(span)
     .await;

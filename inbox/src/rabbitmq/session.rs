@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::RabbitMqConsumerConfig;
 use super::dead_letter::DeadLetterExchange;
-use super::delivery::deliver;
+use super::delivery::{deliver, deliver_batch};
 use super::topology::{declare_dead_letter_topology, open_queue};
 use crate::backend::InboxBackend;
 use crate::error::Error;
@@ -127,12 +127,23 @@ async fn within_connect_timeout<T>(
     }
 }
 
+/// How deliveries are grouped into inbox transactions: up to `size`, the
+/// first waiting at most `wait` for the rest.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Batching {
+    pub(crate) size: usize,
+    pub(crate) wait: Duration,
+}
+
 /// Consume deliveries of `session` until `stop` or until the connection is
-/// lost; every delivery in flight is finished before returning.
+/// lost; every delivery in flight is finished before returning. With
+/// `batching.size` 1 each delivery runs on its own; above 1 deliveries are
+/// gathered into batches, each run in one inbox transaction.
 pub(crate) async fn consume<DB: InboxBackend, H: Handler<DB>>(
     mut session: Session,
     policy: &Arc<DeliveryPolicy<DB, H>>,
     dead_letters: &Arc<DeadLetterExchange>,
+    batching: Batching,
     stop: &CancellationToken,
 ) -> SessionEnd {
     // Cancelled on stop, and when the session is lost: the deliveries in
@@ -141,11 +152,26 @@ pub(crate) async fn consume<DB: InboxBackend, H: Handler<DB>>(
     let mut tasks = JoinSet::new();
     let queue = dead_letters.queue();
     let publisher = session.publish_channel.clone();
+    // The batch being gathered, and when it must start at the latest.
+    let mut gathered: Vec<Delivery> = Vec::new();
+    let mut due = tokio::time::Instant::now();
     let end = loop {
+        if gathered.len() >= batching.size
+            || (!gathered.is_empty() && tokio::time::Instant::now() >= due)
+        {
+            let batch = std::mem::take(&mut gathered);
+            tasks.spawn(deliver_batch(
+                Arc::clone(policy),
+                Arc::clone(dead_letters),
+                publisher.clone(),
+                batch,
+                give_up.clone(),
+            ));
+        }
         tokio::select! {
             () = stop.cancelled() => break SessionEnd::Stopped,
             received = session.next_delivery() => match received {
-                Ok(delivery) => {
+                Ok(delivery) if batching.size == 1 => {
                     tasks.spawn(deliver(
                         Arc::clone(policy),
                         Arc::clone(dead_letters),
@@ -154,14 +180,24 @@ pub(crate) async fn consume<DB: InboxBackend, H: Handler<DB>>(
                         give_up.clone(),
                     ));
                 }
+                Ok(delivery) => {
+                    if gathered.is_empty() {
+                        due = tokio::time::Instant::now() + batching.wait;
+                    }
+                    gathered.push(delivery);
+                }
                 Err(reason) => {
                     tracing::warn!(queue, %reason, "rabbitmq session lost; reconnecting");
                     break SessionEnd::Lost;
                 }
             },
+            () = tokio::time::sleep_until(due), if !gathered.is_empty() => {}
             Some(joined) = tasks.join_next(), if !tasks.is_empty() => log_join(joined),
         }
     };
+    // Deliveries gathered but not started are neither acked nor handled:
+    // the broker requeues them when the channel closes.
+    drop(gathered);
     match end {
         // No new deliveries; those already buffered but not started are
         // requeued by the broker when the channel closes.

@@ -84,7 +84,13 @@ pub struct Settings {
     pub retry_base_delay: Duration,
     /// Longest backoff.
     pub retry_max_delay: Duration,
+    /// Messages per inbox transaction (the adapters' `batch_size`); 1 runs
+    /// each on its own.
+    pub batch_size: usize,
 }
+
+/// How long a batch waits to fill in the scenarios that batch.
+pub const BATCH_WAIT: Duration = Duration::from_millis(20);
 
 impl Default for Settings {
     fn default() -> Self {
@@ -93,6 +99,7 @@ impl Default for Settings {
             max_attempts: 5,
             retry_base_delay: Duration::from_millis(50),
             retry_max_delay: Duration::from_millis(200),
+            batch_size: 1,
         }
     }
 }
@@ -111,6 +118,11 @@ pub trait BrokerSide: Sized + Send + Sync + 'static {
     /// Whether a dead letter carries the attempts made
     /// ([`DeadLetter::attempts`]).
     const COUNTS_ATTEMPTS: bool;
+
+    /// Whether the consumer handles messages in batches: a failing
+    /// handler then runs once more, in its batch, before the batch's
+    /// messages run again one at a time (and are decoded again).
+    const BATCHES: bool = false;
 
     /// A new topic (with `partitions` partitions; RabbitMQ: a queue bound
     /// to an exchange) named after `prefix`, and a consumer group for it.
@@ -179,5 +191,60 @@ impl Running {
             aborted.as_ref().is_err_and(|error| error.is_cancelled()),
             "{aborted:?}"
         );
+    }
+}
+
+/// A side whose consumer batches: twice the scenario's messages in flight,
+/// and as many as it asked for per inbox transaction, so every scenario
+/// written for one message at a time runs on batches too. Everything else
+/// is the wrapped side's.
+pub struct Batched<S>(S);
+
+impl<S: BrokerSide> BrokerSide for Batched<S> {
+    const ADAPTER: &'static str = S::ADAPTER;
+    const ORDERS_BY_KEY: bool = S::ORDERS_BY_KEY;
+    const COUNTS_ATTEMPTS: bool = S::COUNTS_ATTEMPTS;
+    const BATCHES: bool = true;
+
+    async fn create(prefix: &str, partitions: i32) -> Self {
+        Batched(S::create(prefix, partitions).await)
+    }
+
+    async fn publish(&self, messages: &[Message]) {
+        self.0.publish(messages).await;
+    }
+
+    fn published(&self) -> u64 {
+        self.0.published()
+    }
+
+    fn start<DB: InboxBackend, H: Handler<DB>>(
+        &self,
+        inbox: Inbox<DB>,
+        handler: H,
+        settings: Settings,
+    ) -> Running {
+        let batched = Settings {
+            in_flight: settings.in_flight.saturating_mul(2),
+            batch_size: usize::from(settings.in_flight),
+            ..settings
+        };
+        self.0.start(inbox, handler, batched)
+    }
+
+    async fn acknowledged(&self) -> u64 {
+        self.0.acknowledged().await
+    }
+
+    async fn dead_letter_count(&self) -> u64 {
+        self.0.dead_letter_count().await
+    }
+
+    async fn dead_letters(&self, count: usize) -> Vec<DeadLetter> {
+        self.0.dead_letters(count).await
+    }
+
+    fn origin_of(&self, index: u64) -> String {
+        self.0.origin_of(index)
     }
 }

@@ -51,6 +51,7 @@ const SETTINGS: Settings = Settings {
     max_attempts: 3,
     retry_base_delay: Duration::from_millis(50),
     retry_max_delay: Duration::from_millis(500),
+    batch_size: 1,
 };
 
 /// Distinct events whose effects are applied, read from the database

@@ -49,6 +49,8 @@ impl KafkaSide {
         config.max_attempts = settings.max_attempts;
         config.retry_base_delay = settings.retry_base_delay;
         config.retry_max_delay = settings.retry_max_delay;
+        config.batch_size = settings.batch_size;
+        config.batch_wait = crate::broker::BATCH_WAIT;
         config.commit_interval = Duration::from_millis(100);
         config.client_options = BTreeMap::from([
             // Groups on tansu form slowly with the default session timeout.

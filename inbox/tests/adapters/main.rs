@@ -17,13 +17,16 @@
 //! ([`rabbitmq_topology`]).
 
 /// One test per scenario on both brokers and the listed backends, in the
-/// calling scenario module.
+/// calling scenario module: each message in a transaction of its own, and
+/// in batches ([`broker::Batched`]: `kafka_batched`, `rabbitmq_batched`).
 macro_rules! on_both_brokers {
     ($backends:tt $($scenario:ident),+ $(,)?) => {
         outbox_testkit::test_on_backends_for!(
             [
                 kafka: $crate::kafka_side::KafkaSide,
                 rabbitmq: $crate::rabbitmq_side::RabbitMqSide,
+                kafka_batched: $crate::broker::Batched<$crate::kafka_side::KafkaSide>,
+                rabbitmq_batched: $crate::broker::Batched<$crate::rabbitmq_side::RabbitMqSide>,
             ]
             $backends
             $($scenario),+

@@ -70,6 +70,8 @@ impl RabbitMqSide {
         config.max_attempts = settings.max_attempts;
         config.retry_base_delay = settings.retry_base_delay;
         config.retry_max_delay = settings.retry_max_delay;
+        config.batch_size = settings.batch_size;
+        config.batch_wait = crate::broker::BATCH_WAIT;
         config
     }
 
