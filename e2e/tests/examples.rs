@@ -328,6 +328,34 @@ impl<P: Publisher> Publisher for RepublishFirst<P> {
     }
 }
 
+/// A publisher that sends every event `TIMES` times, in order: the
+/// redeliveries an at-least-once pipeline may make, all at once.
+struct PublishEach<P, const TIMES: usize> {
+    inner: P,
+}
+
+impl<P: Publisher, const TIMES: usize> Publisher for PublishEach<P, TIMES> {
+    fn publish<'a>(
+        &'a self,
+        events: &'a [OutboundEvent],
+    ) -> BoxFuture<'a, Vec<Result<(), PublishFailure>>> {
+        Box::pin(async move {
+            let mut outcomes = Vec::new();
+            for _ in 0..TIMES {
+                outcomes = self.inner.publish(events).await;
+                if outcomes.iter().any(Result::is_err) {
+                    break;
+                }
+            }
+            outcomes
+        })
+    }
+
+    fn is_connected(&self) -> bool {
+        self.inner.is_connected()
+    }
+}
+
 /// Delete what the billing consumer declared on the shared broker.
 async fn delete_billing_topology(exchange: &str, queue: &str) {
     let connection = require_rabbitmq().await;
@@ -537,4 +565,186 @@ async fn two_billing_consumers_started_at_once_on_a_fresh_database_both_consume(
         );
     }
     delete_billing_topology(&exchange, &queue).await;
+}
+
+/// A batching billing consumer SIGKILLed while its batches run, with every
+/// order delivered three times: after a restart, each order has exactly one
+/// invoice, the inbox one row per order, and the queue is drained without
+/// a dead letter. The orders are written first, then relayed, then
+/// consumed, as in production.
+#[tokio::test]
+async fn billing_consumer_killed_mid_batch_invoices_each_order_once() {
+    const ORDERS: usize = 600;
+    const COPIES: usize = 3;
+    require_rabbitmq().await;
+    let producer = outbox_testkit::postgres().await;
+    let billing = outbox_testkit::postgres().await;
+    outbox::migrate(producer.pool())
+        .await
+        .expect("migrate the producer");
+    let suffix = Uuid::now_v7().simple();
+    let exchange = format!("orders-{suffix}");
+    let queue = format!("billing-{suffix}");
+    let amqp = amqp_url();
+    let args = [
+        "--database-url",
+        billing.url(),
+        "--amqp-url",
+        &amqp,
+        "--exchange",
+        &exchange,
+        "--queue",
+        &queue,
+        "--batch-size",
+        "50",
+    ];
+
+    // The topology, from a first consumer that stops at once.
+    let consumer = Example::spawn("billing-consumer", &args);
+    let mut consumer = consumer;
+    let line = consumer.next_line().await;
+    assert!(line.starts_with("consuming queue"), "{line}");
+    consumer.terminate();
+    let (status, _, log) = consumer.wait().await;
+    assert!(status.success(), "{status}\n{log}");
+
+    // The writers: every order with its event, in transactions of 50.
+    let mut order_ids = Vec::with_capacity(ORDERS);
+    for chunk in 0..ORDERS / 50 {
+        let mut tx = producer.pool().begin().await.expect("begin");
+        let messages = (0..50)
+            .map(|index| {
+                let order_id = Uuid::now_v7();
+                order_ids.push(order_id);
+                let payload = json!({
+                    "order_id": order_id,
+                    "customer": "ada",
+                    "total_cents": 100 + chunk * 50 + index,
+                });
+                OutboxMessage::new(
+                    "order.created",
+                    "/orders",
+                    "order",
+                    order_id.to_string(),
+                    &exchange,
+                    serde_json::value::to_raw_value(&payload).expect("a JSON payload"),
+                )
+            })
+            .collect();
+        OutboxWriter::new()
+            .enqueue_messages(&mut tx, messages)
+            .await
+            .expect("enqueue the orders");
+        tx.commit().await.expect("commit");
+    }
+
+    // The relay publishes each of them three times, then stops.
+    let publisher = RabbitMqPublisher::new(RabbitMqPublisherConfig::new(amqp.clone()))
+        .expect("a RabbitMQ publisher");
+    let mut config = RelayConfig::default();
+    config.poll_interval_max = Duration::from_millis(50);
+    config.instance_id = Some(format!("kill-test-{suffix}"));
+    let thrice: Arc<dyn Publisher> = Arc::new(PublishEach::<_, COPIES> { inner: publisher });
+    let relay = RelayService::builder()
+        .database(producer.pool().clone())
+        .broker(thrice)
+        .config(config)
+        .build()
+        .expect("a relay");
+    let stop_relay = CancellationToken::new();
+    let relay_run = tokio::spawn(relay.run(stop_relay.clone()));
+    let relayed = wait_for(PATIENCE, || async {
+        count(
+            producer.pool(),
+            "SELECT COUNT(*) FROM outbox_events WHERE state = 'published'",
+        )
+        .await
+            == ORDERS as i64
+    })
+    .await;
+    stop_relay.cancel();
+    let totals = relay_run
+        .await
+        .expect("the relay task")
+        .expect("the relay runs");
+    assert!(
+        relayed,
+        "the relay published {} of {ORDERS}",
+        totals.published
+    );
+
+    // A consumer killed while its batches run.
+    let consumer = Example::spawn("billing-consumer", &args);
+    let mut consumer = consumer;
+    let line = consumer.next_line().await;
+    assert!(line.starts_with("consuming queue"), "{line}");
+    let started = wait_for(PATIENCE, || async {
+        count(billing.pool(), "SELECT COUNT(*) FROM invoices").await > 0
+    })
+    .await;
+    assert!(started, "the consumer recorded no invoice");
+    consumer.kill().await;
+    let invoiced_at_kill = count(billing.pool(), "SELECT COUNT(*) FROM invoices").await;
+    assert!(
+        invoiced_at_kill < ORDERS as i64,
+        "every order was invoiced before the kill: the test did not kill mid-stream"
+    );
+
+    // A new consumer finishes the queue.
+    let consumer = Example::spawn("billing-consumer", &args);
+    let mut consumer = consumer;
+    let line = consumer.next_line().await;
+    assert!(line.starts_with("consuming queue"), "{line}");
+    let drained = wait_for(PATIENCE, || async {
+        count(billing.pool(), "SELECT COUNT(*) FROM invoices").await == ORDERS as i64
+            && queue_depth(&queue).await == 0
+    })
+    .await;
+    consumer.terminate();
+    let (status, stdout, log) = consumer.wait().await;
+    assert!(status.success(), "{status}\n{log}");
+    assert!(drained, "the queue was not drained: {stdout}");
+    assert!(stdout.contains("0 dead-lettered"), "{stdout}");
+
+    let per_order: Vec<(Uuid, i64)> =
+        sqlx::query_as("SELECT order_id, COUNT(*) FROM invoices GROUP BY order_id")
+            .fetch_all(billing.pool())
+            .await
+            .expect("read the invoices");
+    let per_order: BTreeMap<Uuid, i64> = per_order.into_iter().collect();
+    let expected: BTreeMap<Uuid, i64> = order_ids.iter().map(|id| (*id, 1)).collect();
+    assert_eq!(per_order, expected, "exactly one invoice per order");
+    assert_eq!(
+        count(
+            billing.pool(),
+            "SELECT COUNT(*) FROM inbox_messages WHERE consumer = 'billing'"
+        )
+        .await,
+        ORDERS as i64
+    );
+    delete_billing_topology(&exchange, &queue).await;
+}
+
+/// Poll `condition` until it holds or `patience` passes; whether it held.
+async fn wait_for<F, Fut>(patience: Duration, mut condition: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + patience;
+    while tokio::time::Instant::now() < deadline {
+        if condition().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// Messages in `queue`, ready or delivered and not yet acknowledged.
+async fn queue_depth(queue: &str) -> u64 {
+    let queue = queue.to_owned();
+    tokio::task::spawn_blocking(move || outbox_testkit::rabbitmq::queue_depth(&queue))
+        .await
+        .expect("read the queue depth")
 }

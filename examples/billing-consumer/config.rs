@@ -33,6 +33,17 @@ pub struct Config {
     #[arg(long, env = "BILLING_QUEUE", default_value = "billing.orders")]
     pub queue: String,
 
+    /// Deliveries per inbox transaction: 1 records each delivery in a
+    /// transaction of its own; more gathers up to this many (waiting at
+    /// most 20 ms for them) into one transaction, acked after its commit.
+    #[arg(
+        long,
+        env = "BILLING_BATCH_SIZE",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u16).range(1..=4096)
+    )]
+    pub batch_size: u16,
+
     /// Stop after this many deliveries (first deliveries, redeliveries and
     /// duplicates alike), once each of them is settled.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]

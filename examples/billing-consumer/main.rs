@@ -18,8 +18,9 @@
 //! flight. Settings: `--database-url` / `DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`), `--amqp-url` / `AMQP_URL`
 //! (default `amqp://guest:guest@127.0.0.1:5672/%2f`), `--exchange` /
-//! `ORDERS_EXCHANGE`, `--queue` / `BILLING_QUEUE`, and `--exit-after N` to
-//! stop after N deliveries. Stdout gets one line when it consumes and one
+//! `ORDERS_EXCHANGE`, `--queue` / `BILLING_QUEUE`, `--batch-size N` /
+//! `BILLING_BATCH_SIZE` for N deliveries per inbox transaction, and
+//! `--exit-after N` to stop after N deliveries. Stdout gets one line when it consumes and one
 //! summary when it stops; logs go to stderr (`RUST_LOG`).
 
 mod config;
@@ -46,6 +47,9 @@ const CONSUMER: &str = "billing";
 /// Connections to the database: one per delivery processed at once, and
 /// the inbox pruning.
 const POOL_SIZE: u32 = 10;
+
+/// Longest a batch waits to fill (`--batch-size` above 1).
+const BATCH_WAIT: Duration = Duration::from_millis(20);
 
 /// How long to wait for a database connection before giving up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -83,7 +87,12 @@ async fn consume(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let handler = InvoiceHandler::new(config.exit_after, stop.clone());
     let mut consumer_config = RabbitMqConsumerConfig::new(config.amqp_url, config.queue.clone())
         .bind(config.exchange.clone(), ORDER_CREATED);
-    consumer_config.prefetch = u16::try_from(POOL_SIZE - 1).unwrap_or(1);
+    // One delivery per connection at once; a batch takes one connection,
+    // and twice its size in flight lets the next batch fill meanwhile.
+    consumer_config.prefetch = u16::try_from(POOL_SIZE - 1)
+        .unwrap_or(1)
+        .max(config.batch_size.saturating_mul(2));
+    consumer_config = consumer_config.batch(usize::from(config.batch_size), BATCH_WAIT);
     let consumer = RabbitMqInboxConsumer::new(
         Inbox::new(pool.clone(), CONSUMER)?,
         handler,

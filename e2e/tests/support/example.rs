@@ -100,6 +100,14 @@ impl Example {
         assert!(sent.success(), "kill -TERM {pid} failed");
     }
 
+    /// SIGKILL: no signal handler runs, nothing in flight is finished.
+    pub async fn kill(mut self) {
+        self.child
+            .kill()
+            .await
+            .unwrap_or_else(|error| panic!("cannot SIGKILL `{}`: {error}", self.name));
+    }
+
     /// Wait for the exit; returns the status, the rest of stdout and all
     /// of stderr.
     pub async fn wait(mut self) -> (ExitStatus, String, String) {
