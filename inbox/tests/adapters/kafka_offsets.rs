@@ -22,6 +22,15 @@ fn credits(range: std::ops::Range<i64>, accounts: i64) -> Vec<Message> {
         .collect()
 }
 
+/// Eight messages per inbox transaction, sixteen in flight.
+fn in_batches() -> Settings {
+    Settings {
+        in_flight: 16,
+        batch_size: 8,
+        ..Settings::default()
+    }
+}
+
 /// A consumer that dies after its database commits but before its offset
 /// commits: the next one reads those messages again and the inbox reports
 /// them as duplicates; no effect is applied twice.
@@ -30,13 +39,33 @@ async fn a_crash_between_database_and_offset_commit_yields_duplicates_only<
 >(
     db: &TestDatabase<DB>,
 ) {
+    crash_before_offset_commit(db, Settings::default(), 1).await;
+}
+
+/// The same with batches, every event delivered three times: the crash
+/// comes while batches run, and every copy is a duplicate afterwards.
+async fn a_crash_mid_batch_under_triple_delivery_yields_duplicates_only<
+    DB: InboxBackend + TestBackend,
+>(
+    db: &TestDatabase<DB>,
+) {
+    crash_before_offset_commit(db, in_batches(), 3).await;
+}
+
+async fn crash_before_offset_commit<DB: InboxBackend + TestBackend>(
+    db: &TestDatabase<DB>,
+    settings: Settings,
+    copies: usize,
+) {
     let inbox_b = prepare(db).await;
     let broker = KafkaSide::create("crash", 2).await;
-    broker.publish(&credits(0..10, 3)).await;
+    let once = credits(0..10, 3);
+    let published: Vec<Message> = (0..copies).flat_map(|_| once.iter().cloned()).collect();
+    broker.publish(&published).await;
 
     // Consumer A never gets to commit an offset: its commit interval is an
     // hour, and it is aborted (as a crash) once the effects are in.
-    let mut never_commits = broker.config(Settings::default());
+    let mut never_commits = broker.config(settings);
     never_commits.commit_interval = Duration::from_secs(3600);
     let ledger = Arc::new(Ledger::default());
     let crashing = broker.start_configured(inbox(db), ledger.handler(), never_commits);
@@ -49,12 +78,12 @@ async fn a_crash_between_database_and_offset_commit_yields_duplicates_only<
     );
 
     // Consumer B, same group, reads everything again.
-    let running = broker.start(inbox_b, ledger.handler(), Settings::default());
+    let running = broker.start(inbox_b, ledger.handler(), settings);
     wait_until_all_acknowledged(&broker).await;
     let stats = running.stop().await;
     assert_eq!(
         (stats.processed, stats.duplicates, stats.dead_lettered),
-        (0, 10, 0),
+        (0, published.len() as u64, 0),
         "{stats:?}"
     );
     each_applied_once(db, 10).await;
@@ -66,14 +95,28 @@ async fn a_crash_between_database_and_offset_commit_yields_duplicates_only<
 async fn a_rebalance_mid_stream_applies_each_event_once<DB: InboxBackend + TestBackend>(
     db: &TestDatabase<DB>,
 ) {
+    rebalance_mid_stream(db, Settings::default()).await;
+}
+
+/// The same with batches.
+async fn a_rebalance_mid_batch_applies_each_event_once<DB: InboxBackend + TestBackend>(
+    db: &TestDatabase<DB>,
+) {
+    rebalance_mid_stream(db, in_batches()).await;
+}
+
+async fn rebalance_mid_stream<DB: InboxBackend + TestBackend>(
+    db: &TestDatabase<DB>,
+    settings: Settings,
+) {
     let inbox_a = prepare(db).await;
     let broker = KafkaSide::create("rebalance", 4).await;
     let ledger = Arc::new(Ledger::default());
-    let first = broker.start(inbox_a, ledger.handler(), Settings::default());
+    let first = broker.start(inbox_a, ledger.handler(), settings);
     broker.publish(&credits(0..30, 6)).await;
     wait_for_effects(db, 30).await;
 
-    let second = broker.start(inbox(db), ledger.handler(), Settings::default());
+    let second = broker.start(inbox(db), ledger.handler(), settings);
     broker.publish(&credits(30..60, 6)).await;
     wait_for_effects(db, 60).await;
     wait_until_all_acknowledged(&broker).await;
@@ -92,5 +135,7 @@ async fn a_rebalance_mid_stream_applies_each_event_once<DB: InboxBackend + TestB
 outbox_testkit::test_on_backends!(
     [postgres]
     a_crash_between_database_and_offset_commit_yields_duplicates_only,
+    a_crash_mid_batch_under_triple_delivery_yields_duplicates_only,
     a_rebalance_mid_stream_applies_each_event_once,
+    a_rebalance_mid_batch_applies_each_event_once,
 );
