@@ -705,6 +705,10 @@ async fn billing_consumer_killed_mid_batch_invoices_each_order_once() {
     assert!(status.success(), "{status}\n{log}");
     assert!(drained, "the queue was not drained: {stdout}");
     assert!(stdout.contains("0 dead-lettered"), "{stdout}");
+    assert!(
+        log.contains("invoices recorded"),
+        "no batch reached the handler's handle_batch:\n{log}"
+    );
 
     let per_order: Vec<(Uuid, i64)> =
         sqlx::query_as("SELECT order_id, COUNT(*) FROM invoices GROUP BY order_id")
