@@ -328,6 +328,32 @@ impl<P: Publisher> Publisher for RepublishFirst<P> {
     }
 }
 
+/// Write `orders` (id, total in cents) as the orders service does, each
+/// with its `order.created` event to `exchange`, in one transaction.
+async fn write_orders(pool: &sqlx::PgPool, exchange: &str, orders: &[(Uuid, i64)]) {
+    let mut tx = pool.begin().await.expect("begin");
+    let messages = orders
+        .iter()
+        .map(|(order_id, total_cents)| {
+            let payload =
+                json!({ "order_id": order_id, "customer": "ada", "total_cents": total_cents });
+            OutboxMessage::new(
+                "order.created",
+                "/orders",
+                "order",
+                order_id.to_string(),
+                exchange,
+                serde_json::value::to_raw_value(&payload).expect("a JSON payload"),
+            )
+        })
+        .collect();
+    OutboxWriter::new()
+        .enqueue_messages(&mut tx, messages)
+        .await
+        .expect("enqueue the orders");
+    tx.commit().await.expect("commit");
+}
+
 /// A publisher that sends every event `TIMES` times, in order: the
 /// redeliveries an at-least-once pipeline may make, all at once.
 struct PublishEach<P, const TIMES: usize> {
@@ -405,27 +431,12 @@ async fn billing_consumer_invoices_each_order_once_when_an_event_arrives_twice()
     // Two orders, written as the orders service writes them, to this test's
     // own exchange.
     let order_ids = [Uuid::now_v7(), Uuid::now_v7()];
-    let mut tx = producer.pool().begin().await.expect("begin");
-    let messages = order_ids
-        .iter()
-        .enumerate()
-        .map(|(index, order_id)| {
-            let payload = json!({ "order_id": order_id, "customer": "ada", "total_cents": 100 * (index + 1) });
-            OutboxMessage::new(
-                "order.created",
-                "/orders",
-                "order",
-                order_id.to_string(),
-                &exchange,
-                serde_json::value::to_raw_value(&payload).expect("a JSON payload"),
-            )
-        })
-        .collect();
-    OutboxWriter::new()
-        .enqueue_messages(&mut tx, messages)
-        .await
-        .expect("enqueue the orders");
-    tx.commit().await.expect("commit");
+    write_orders(
+        producer.pool(),
+        &exchange,
+        &[(order_ids[0], 100), (order_ids[1], 200)],
+    )
+    .await;
 
     // The relay, publishing to RabbitMQ, with the first event published twice.
     let publisher = RabbitMqPublisher::new(RabbitMqPublisherConfig::new(amqp.clone()))
@@ -609,33 +620,14 @@ async fn billing_consumer_killed_mid_batch_invoices_each_order_once() {
     assert!(status.success(), "{status}\n{log}");
 
     // The writers: every order with its event, in transactions of 50.
-    let mut order_ids = Vec::with_capacity(ORDERS);
-    for chunk in 0..ORDERS / 50 {
-        let mut tx = producer.pool().begin().await.expect("begin");
-        let messages = (0..50)
-            .map(|index| {
-                let order_id = Uuid::now_v7();
-                order_ids.push(order_id);
-                let payload = json!({
-                    "order_id": order_id,
-                    "customer": "ada",
-                    "total_cents": 100 + chunk * 50 + index,
-                });
-                OutboxMessage::new(
-                    "order.created",
-                    "/orders",
-                    "order",
-                    order_id.to_string(),
-                    &exchange,
-                    serde_json::value::to_raw_value(&payload).expect("a JSON payload"),
-                )
-            })
+    let order_ids: Vec<Uuid> = (0..ORDERS).map(|_| Uuid::now_v7()).collect();
+    for (chunk, ids) in order_ids.chunks(50).enumerate() {
+        let orders: Vec<(Uuid, i64)> = ids
+            .iter()
+            .zip(0_i64..)
+            .map(|(id, index)| (*id, 100 + 50 * chunk as i64 + index))
             .collect();
-        OutboxWriter::new()
-            .enqueue_messages(&mut tx, messages)
-            .await
-            .expect("enqueue the orders");
-        tx.commit().await.expect("commit");
+        write_orders(producer.pool(), &exchange, &orders).await;
     }
 
     // The relay publishes each of them three times, then stops.
