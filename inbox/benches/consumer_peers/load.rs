@@ -1,0 +1,231 @@
+//! The workload, loaded before any consumer starts: `events` unique
+//! `order.created` events, each published twice, in a shuffled order (the
+//! second copy of an event lands anywhere after or before the first), by
+//! the relay's own publishers: CloudEvents in binary mode, persistent, as
+//! `outbox-relay` sends them. A RabbitMQ run gets a durable exchange and a
+//! durable queue of its own, a Kafka run a topic of its own; both are
+//! deleted when the [`RabbitQueue`] / [`KafkaTopic`] is dropped, with the
+//! dead-letter objects the inbox consumers declare.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lapin::options::QueueDeclareOptions;
+use lapin::types::FieldTable;
+use lapin::{Channel, Connection};
+use outbox_relay::OutboundEvent;
+use outbox_relay::publish::{
+    KafkaPublisher, KafkaPublisherConfig, Publisher, RabbitMqPublisher, RabbitMqPublisherConfig,
+};
+use outbox_testkit::{kafka, rabbitmq, shuffled, unique_name};
+use uuid::Uuid;
+
+/// The event type, and the queue's binding key.
+pub(crate) const ORDER_CREATED: &str = "order.created";
+/// Events per publish call.
+const PUBLISH_CHUNK: usize = 1_000;
+/// Partitions of a Kafka run's topic.
+pub(crate) const KAFKA_PARTITIONS: i32 = 4;
+/// librdkafka options of every Kafka consumer of the bench: groups on tansu
+/// form slowly with the default session timeout (as in the adapter tests).
+pub(crate) const KAFKA_GROUP_OPTIONS: [(&str, &str); 2] = [
+    ("session.timeout.ms", "6000"),
+    ("heartbeat.interval.ms", "500"),
+];
+/// Longest wait for a Kafka consumer's offsets to be committed.
+const COMMIT_LIMIT: Duration = Duration::from_secs(30);
+/// The shuffle's seed: every run delivers in the same order pattern.
+const SEED: u64 = 28;
+
+/// The deliveries of one run: `events` events, each twice, shuffled, to
+/// `topic` (the exchange or the Kafka topic). The payload is the event's
+/// JSON: `{"order_id": "<uuid>", "amount_cents": <n>}`.
+pub(crate) fn deliveries(events: usize, topic: &str) -> Vec<OutboundEvent> {
+    let once: Vec<OutboundEvent> = (0..events)
+        .map(|number| {
+            let order_id = Uuid::now_v7();
+            let amount_cents = 1_000 + (number as i64 * 7_919) % 90_000;
+            let payload = format!(r#"{{"order_id":"{order_id}","amount_cents":{amount_cents}}}"#);
+            OutboundEvent {
+                id: number as i64 + 1,
+                event_id: Uuid::now_v7(),
+                event_type: ORDER_CREATED.to_owned(),
+                event_version: 1,
+                source: "/orders".to_owned(),
+                aggregate_type: "order".to_owned(),
+                aggregate_id: order_id.to_string(),
+                topic: topic.to_owned(),
+                payload: Arc::from(payload),
+                headers: BTreeMap::new(),
+                created_at: chrono::Utc::now(),
+                attempts: 0,
+                replay: false,
+            }
+        })
+        .collect();
+    let twice: Vec<OutboundEvent> = once.iter().chain(once.iter()).cloned().collect();
+    shuffled(twice, SEED)
+}
+
+/// Publish `events` with `publisher`, `PUBLISH_CHUNK` at a time; panics
+/// naming the first failure.
+async fn publish_all(publisher: &impl Publisher, events: &[OutboundEvent], broker: &str) {
+    for chunk in events.chunks(PUBLISH_CHUNK) {
+        let outcomes = publisher.publish(chunk).await;
+        if let Some(failure) = outcomes.into_iter().find_map(Result::err) {
+            panic!("loading {broker}: the relay's publisher failed: {failure}");
+        }
+    }
+}
+
+/// A durable topic exchange and a durable queue bound to it for
+/// `order.created`, of one run.
+pub(crate) struct RabbitQueue {
+    pub(crate) exchange: String,
+    pub(crate) queue: String,
+    /// Keeps `channel`'s connection open for the run.
+    _connection: Connection,
+    channel: Channel,
+}
+
+impl RabbitQueue {
+    /// Declare the run's exchange and queue and publish `events` deliveries
+    /// (each event twice) through the relay's `RabbitMqPublisher`; returns
+    /// once the queue holds every one. Panics naming RabbitMQ when it
+    /// cannot be reached.
+    pub(crate) async fn load(events: usize) -> RabbitQueue {
+        let connection = rabbitmq::require_rabbitmq().await;
+        let channel = connection
+            .create_channel()
+            .await
+            .expect("open a channel to RabbitMQ");
+        let exchange = unique_name("peers-orders");
+        let queue = unique_name("peers-billing");
+        rabbitmq::declare_topic_exchange(&channel, &exchange).await;
+        rabbitmq::declare_queue_bound_with(&channel, &exchange, &queue, ORDER_CREATED).await;
+        let loaded = RabbitQueue {
+            exchange,
+            queue,
+            _connection: connection,
+            channel,
+        };
+        let publisher = RabbitMqPublisher::new(RabbitMqPublisherConfig::new(rabbitmq::amqp_url()))
+            .expect("the relay's RabbitMQ publisher");
+        let deliveries = deliveries(events, &loaded.exchange);
+        publish_all(&publisher, &deliveries, "RabbitMQ").await;
+        let expected = deliveries.len() as u32;
+        let ready = loaded.ready().await;
+        assert_eq!(
+            ready, expected,
+            "RabbitMQ queue {} holds {ready} messages after publishing {expected}",
+            loaded.queue
+        );
+        loaded
+    }
+
+    /// Messages ready in the queue (not delivered, or requeued), by a
+    /// passive `queue.declare`: unacknowledged deliveries are not counted.
+    pub(crate) async fn ready(&self) -> u32 {
+        self.channel
+            .queue_declare(
+                self.queue.as_str().into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .unwrap_or_else(|error| panic!("passive declare of {}: {error}", self.queue))
+            .message_count()
+    }
+
+    /// Messages in the queue, ready or delivered and not acknowledged, as
+    /// `rabbitmqctl list_queues` counts them (it takes most of a second).
+    pub(crate) async fn depth(&self) -> u64 {
+        let queue = self.queue.clone();
+        tokio::task::spawn_blocking(move || rabbitmq::queue_depth(&queue))
+            .await
+            .expect("rabbitmqctl list_queues")
+    }
+}
+
+impl Drop for RabbitQueue {
+    fn drop(&mut self) {
+        let queues = vec![self.queue.clone(), format!("{}.dlq", self.queue)];
+        let exchanges = vec![self.exchange.clone(), format!("{}.dlx", self.queue)];
+        rabbitmq::delete_topology_blocking(queues, exchanges);
+    }
+}
+
+/// A topic of one run, with `KAFKA_PARTITIONS` partitions.
+pub(crate) struct KafkaTopic {
+    pub(crate) brokers: String,
+    pub(crate) topic: String,
+    /// Whether a consumer made `<topic>.dlq`, deleted with the topic.
+    dead_letter_topic: Cell<bool>,
+}
+
+impl KafkaTopic {
+    /// Create the run's topic and publish `events` deliveries (each event
+    /// twice) through the relay's `KafkaPublisher`. Panics naming the Kafka
+    /// broker when it cannot be reached.
+    pub(crate) async fn load(events: usize) -> KafkaTopic {
+        let brokers = kafka::require_kafka().await;
+        let topic = unique_name("peers-orders");
+        kafka::create_topic(&brokers, &topic, KAFKA_PARTITIONS).await;
+        let loaded = KafkaTopic {
+            brokers,
+            topic,
+            dead_letter_topic: Cell::new(false),
+        };
+        let publisher = KafkaPublisher::new(KafkaPublisherConfig::new(
+            loaded.brokers.split(',').map(str::to_owned).collect(),
+        ))
+        .expect("the relay's Kafka publisher");
+        publish_all(&publisher, &deliveries(events, &loaded.topic), "Kafka").await;
+        loaded
+    }
+
+    /// Note that a consumer (the inbox's) creates `<topic>.dlq`, to be
+    /// deleted with the topic.
+    pub(crate) fn has_dead_letter_topic(&self) {
+        self.dead_letter_topic.set(true);
+    }
+
+    /// Wait until consumer `group` committed every one of `deliveries`
+    /// messages: the sum of its committed offsets (each partition starts
+    /// at 0). The high watermarks tansu reports stop short of the last
+    /// record batch of each partition, so they cannot be the measure.
+    /// Panics when that does not happen within [`COMMIT_LIMIT`].
+    pub(crate) async fn wait_until_committed(&self, group: &str, deliveries: u64) {
+        let deadline = tokio::time::Instant::now() + COMMIT_LIMIT;
+        loop {
+            let committed =
+                kafka::committed_messages(&self.brokers, group, &self.topic, KAFKA_PARTITIONS)
+                    .await;
+            if committed == deliveries {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "Kafka group {group} committed {committed} of {deliveries} messages of {} \
+                 within {COMMIT_LIMIT:?}",
+                self.topic
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for KafkaTopic {
+    fn drop(&mut self) {
+        let mut topics = vec![self.topic.clone()];
+        if self.dead_letter_topic.get() {
+            topics.push(format!("{}.dlq", self.topic));
+        }
+        kafka::delete_topics_blocking(self.brokers.clone(), topics);
+    }
+}
