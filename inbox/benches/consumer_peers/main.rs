@@ -1,7 +1,6 @@
-//! Consumer throughput as a user sees it (GitHub issue 28, "Consumer
-//! throughput: a batched inbox transaction, ahead of mq-bridge's inbox"):
-//! the inbox consumers beside mq-bridge's inbox on RabbitMQ, and beside a
-//! raw rdkafka consumer on Kafka.
+//! Consumer throughput as a user sees it: the inbox consumers, one
+//! transaction per delivery and batched, beside mq-bridge's inbox on
+//! RabbitMQ, and beside a raw rdkafka consumer on Kafka.
 //!
 //! ```sh
 //! cargo bench -p outbox-inbox --bench consumer_peers -- --brokers rabbitmq --rounds 2
