@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use outbox::Event;
 use outbox_inbox::kafka::{KafkaConsumerConfig, KafkaInboxConsumer};
 use outbox_inbox::rabbitmq::{RabbitMqConsumerConfig, RabbitMqInboxConsumer};
-use outbox_inbox::{BoxError, ConsumerStats, Delivery, Handler, Inbox};
+use outbox_inbox::{BatchItem, BoxError, ConsumerStats, Delivery, Handler, Inbox};
 use outbox_testkit::{TestDatabase, unique_name};
 use serde::Deserialize;
 use sqlx::postgres::PgPoolOptions;
@@ -49,7 +49,8 @@ pub(crate) struct OrderCreated {
     amount_cents: i64,
 }
 
-/// Writes the order's invoice in the inbox transaction.
+/// Writes the order's invoice in the inbox transaction; a batch's
+/// invoices with one statement.
 pub(crate) struct Invoicing;
 
 impl Handler<Postgres> for Invoicing {
@@ -66,6 +67,26 @@ impl Handler<Postgres> for Invoicing {
             .bind(order.amount_cents)
             .execute(&mut *tx)
             .await?;
+        Ok(())
+    }
+
+    /// A batch's invoices in one statement, as mq-bridge's `sqlx` output
+    /// writes its batch in one multi-row `INSERT`.
+    async fn handle_batch(
+        &self,
+        tx: &mut PgConnection,
+        batch: &[BatchItem<'_, OrderCreated>],
+    ) -> Result<(), BoxError> {
+        let order_ids: Vec<Uuid> = batch.iter().map(|item| item.event.order_id).collect();
+        let amounts: Vec<i64> = batch.iter().map(|item| item.event.amount_cents).collect();
+        sqlx::query(
+            "INSERT INTO invoices (order_id, amount_cents) \
+             SELECT * FROM unnest($1::uuid[], $2::bigint[])",
+        )
+        .bind(&order_ids)
+        .bind(&amounts)
+        .execute(&mut *tx)
+        .await?;
         Ok(())
     }
 }

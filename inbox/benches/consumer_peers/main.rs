@@ -31,7 +31,10 @@
 //! - RabbitMQ, `RabbitMqInboxConsumer` per delivery (today's default):
 //!   prefetch 32, a pool of 10 connections, a `Handler<Postgres>` that
 //!   inserts the invoice in the inbox transaction.
-//! - RabbitMQ, the same consumer batched: `batch_size` 512, prefetch 1000
+//! - RabbitMQ, the same consumer batched: `batch_size` 512, prefetch 1000;
+//!   the handler's `handle_batch` writes a batch's invoices with one
+//!   `INSERT ... SELECT * FROM unnest(...)`, as mq-bridge's output writes
+//!   one multi-row `INSERT` per batch
 //!   (`batch_wait` 20 ms, the default, in both batched cases and the raw
 //!   consumer).
 //! - RabbitMQ, mq-bridge 1.2.0's inbox (`mq_bridge_inbox.py`, a process of

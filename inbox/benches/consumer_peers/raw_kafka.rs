@@ -1,10 +1,11 @@
 //! The Kafka reference: an rdkafka `StreamConsumer` that does the same
 //! invoice writes without the inbox. It takes up to `BATCH_SIZE` messages
 //! (waiting at most `BATCH_WAIT` after the first for more), reads each
-//! payload's order, writes the batch's invoices in one plain transaction,
-//! one `INSERT ... ON CONFLICT (order_id) DO NOTHING` per message (the
-//! table's key is its only deduplication), commits it, then commits the
-//! batch's offsets (asynchronously; synchronously after the last batch).
+//! payload's order, writes the batch's invoices in one plain transaction
+//! with one `INSERT ... SELECT * FROM unnest(...) ON CONFLICT (order_id)
+//! DO NOTHING` (the table's key is its only deduplication), commits it,
+//! then commits the batch's offsets (asynchronously; synchronously after
+//! the last batch).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -28,8 +29,10 @@ use crate::report::Measured;
 /// Longest wait for the next message before the bench gives up.
 const RECEIVE_LIMIT: Duration = Duration::from_secs(60);
 
-const INSERT: &str = "INSERT INTO invoices (order_id, amount_cents) VALUES ($1, $2) \
-     ON CONFLICT (order_id) DO NOTHING";
+/// A batch's invoices in one statement, as the batched inbox's handler
+/// writes them; the table's key is the only deduplication.
+const INSERT: &str = "INSERT INTO invoices (order_id, amount_cents) \
+     SELECT * FROM unnest($1::uuid[], $2::bigint[]) ON CONFLICT (order_id) DO NOTHING";
 
 /// The payload, as the handler reads it.
 #[derive(Deserialize)]
@@ -107,15 +110,18 @@ pub(crate) async fn run(
                 Err(_) => break,
             }
         }
+        let order_ids: Vec<Uuid> = invoices.iter().map(|invoice| invoice.order_id).collect();
+        let amounts: Vec<i64> = invoices
+            .iter()
+            .map(|invoice| invoice.amount_cents)
+            .collect();
         let mut transaction = pool.begin().await.expect("raw consumer: begin");
-        for invoice in &invoices {
-            sqlx::query(INSERT)
-                .bind(invoice.order_id)
-                .bind(invoice.amount_cents)
-                .execute(&mut *transaction)
-                .await
-                .expect("raw consumer: insert an invoice");
-        }
+        sqlx::query(INSERT)
+            .bind(&order_ids)
+            .bind(&amounts)
+            .execute(&mut *transaction)
+            .await
+            .expect("raw consumer: insert the batch's invoices");
         transaction.commit().await.expect("raw consumer: commit");
         settled += invoices.len();
         let mut list = TopicPartitionList::new();
