@@ -1,8 +1,8 @@
 """mq-bridge's inbox: one route from a RabbitMQ queue to PostgreSQL, until stdin closes.
 
 The `consumer_peers` bench of outbox-inbox runs it in a process of its own,
-with the Python package `mq-bridge` 1.2.0 (a Rust core), as GitHub issue 28
-measured it:
+with the Python package `mq-bridge` 1.2.0 (a Rust core), configured as
+an inbox beside ours:
 
     mq_bridge_inbox.py --database-url URL --amqp-url URL --queue Q
 
