@@ -14,7 +14,8 @@
 //! acknowledging anything early ([`database_outage`]). What only one broker
 //! has stays in its own file: Kafka's offsets across rebalances and crashes
 //! ([`kafka_offsets`]), RabbitMQ's reconnection ([`rabbitmq_connection`]) and topology
-//! ([`rabbitmq_topology`]).
+//! ([`rabbitmq_topology`]); a batching consumer killed mid-stream on each
+//! broker ([`kills`]).
 
 /// One test per scenario on both brokers and the listed backends, in the
 /// calling scenario module: each message in a transaction of its own, and
@@ -43,6 +44,7 @@ mod rabbitmq_side;
 mod database_outage;
 mod duplicates;
 mod kafka_offsets;
+mod kills;
 mod poison;
 mod rabbitmq_connection;
 mod rabbitmq_topology;

@@ -1,0 +1,89 @@
+//! A batching consumer killed mid-stream while every event arrives three
+//! times, on each broker and backend: the next consumer finds every
+//! committed event a duplicate and applies the rest once. (A real SIGKILL
+//! of a consumer process is `e2e/tests/examples.rs`'s billing consumer.)
+
+use std::sync::Arc;
+
+use outbox_inbox::{Inbox, InboxBackend};
+use outbox_testkit::rabbitmq::close_connections_named;
+use outbox_testkit::{TestBackend, TestDatabase, unique_name};
+
+use crate::broker::{BrokerSide, Message, Settings};
+use crate::fixture::{
+    each_applied_once, eventually, prepare, wait_for_effects, wait_until_all_acknowledged,
+};
+use crate::kafka_offsets::{crash_before_offset_commit, in_batches};
+use crate::ledger::{Ledger, credit};
+use crate::rabbitmq_side::RabbitMqSide;
+
+/// Kafka: the killed consumer committed no offset, so the next one reads
+/// all thirty copies again, each a duplicate.
+async fn a_kafka_consumer_killed_mid_batch_under_triple_delivery_yields_duplicates_only<
+    DB: InboxBackend + TestBackend,
+>(
+    db: &TestDatabase<DB>,
+) {
+    crash_before_offset_commit(db, in_batches(), 3).await;
+}
+
+/// RabbitMQ: the consumer's task is aborted (no stop, no last ack), then
+/// its connection is gone, as a killed process's is. A second consumer
+/// finishes the queue: each event applied once, nothing dead-lettered.
+async fn a_rabbitmq_consumer_killed_mid_batch_under_triple_delivery_applies_each_event_once<
+    DB: InboxBackend + TestBackend,
+>(
+    db: &TestDatabase<DB>,
+) {
+    const EVENTS: i64 = 60;
+    prepare(db).await;
+    let consumer = unique_name("killed");
+    let broker = RabbitMqSide::create("killed", 1).await;
+    let once: Vec<Message> = (0..EVENTS)
+        .map(|seq| credit(&format!("acct-{}", seq % 6), seq))
+        .collect();
+    let copies: Vec<Message> = (0..3).flat_map(|_| once.iter().cloned()).collect();
+    broker.publish(&copies).await;
+    let ledger = Arc::new(Ledger::default());
+    let settings = Settings {
+        in_flight: 32,
+        batch_size: 16,
+        ..Settings::default()
+    };
+    let inbox = || Inbox::new(db.pool().clone(), consumer.clone()).expect("inbox");
+
+    // The handler holds its 21st run: the second batch stops inside its
+    // transaction, and the consumer is killed there.
+    ledger.gate.close_after(20);
+    let killed = broker.start(inbox(), ledger.handler(), settings);
+    eventually("a handler run held mid-batch", || async {
+        ledger.gate.held() >= 1
+    })
+    .await;
+    killed.crash().await;
+    let name = consumer.clone();
+    tokio::task::spawn_blocking(move || close_connections_named(&name))
+        .await
+        .expect("close the killed consumer's connection");
+    ledger.gate.open();
+    let applied_at_kill = db.count("SELECT COUNT(*) FROM effects").await;
+    // Two batches run at once: the held run may sit in either, so none or
+    // one batch may have committed.
+    assert!(
+        applied_at_kill < EVENTS,
+        "{applied_at_kill} events applied at the kill: not mid-stream"
+    );
+
+    let running = broker.start(inbox(), ledger.handler(), settings);
+    wait_for_effects(db, EVENTS).await;
+    wait_until_all_acknowledged(&broker).await;
+    let stats = running.stop().await;
+    assert_eq!(stats.dead_lettered, 0, "{stats:?}");
+    each_applied_once(db, EVENTS).await;
+}
+
+outbox_testkit::test_on_backends!(
+    [postgres, mysql, sqlite]
+    a_kafka_consumer_killed_mid_batch_under_triple_delivery_yields_duplicates_only,
+    a_rabbitmq_consumer_killed_mid_batch_under_triple_delivery_applies_each_event_once,
+);
