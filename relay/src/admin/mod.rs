@@ -10,10 +10,11 @@
 //!
 //! ```no_run
 //! use outbox_relay::admin::{DeadSelector, RelayAdmin};
-//! use outbox_relay::config::EventSourceKind;
+//! use outbox_relay::config::{DatabaseUrl, EventSourceKind};
 //!
 //! # async fn example() -> Result<(), outbox_relay::Error> {
-//! let admin = RelayAdmin::connect("postgres://postgres@127.0.0.1:5432/shop".parse()?).await?;
+//! let url: DatabaseUrl = "postgres://postgres@127.0.0.1:5432/shop".parse()?;
+//! let admin = RelayAdmin::connect(url).await?;
 //! let status = admin.status(EventSourceKind::Poll).await?;
 //! println!("{} pending, {} dead", status.table.pending, status.table.dead);
 //! for event in admin.dead_events(&DeadSelector::All, 20).await? {
