@@ -10,11 +10,15 @@
 # Services (loopback, the machine's standard ports); each one that does not
 # answer is started, then waited for:
 #   PostgreSQL 127.0.0.1:5432, MariaDB 127.0.0.1:3306, RabbitMQ 127.0.0.1:5672,
-#   tansu (Kafka API) 127.0.0.1:9092 with in-memory storage.
+#   tansu (Kafka API) 127.0.0.1:9092 with in-memory storage, Redis
+#   127.0.0.1:6379, and a three-master Redis Cluster of the machine's
+#   redis-server on 127.0.0.1:7000-7002 (its files in
+#   ${TMPDIR:-/tmp}/outbox-redis-cluster).
 #
 # Knobs (environment):
 #   OUTBOX_TEST_POSTGRES_URL, OUTBOX_TEST_MYSQL_URL, OUTBOX_TEST_AMQP_URL,
-#   OUTBOX_TEST_KAFKA_BROKERS   kept when already set
+#   OUTBOX_TEST_KAFKA_BROKERS, OUTBOX_TEST_REDIS_URL,
+#   OUTBOX_TEST_REDIS_CLUSTER   kept when already set
 #   OUTBOX_TEST_RABBITMQ_SERVER RabbitMQ's own start script, for the tests'
 #                               private node (default
 #                               /usr/lib/rabbitmq/bin/rabbitmq-server; installed
@@ -195,6 +199,55 @@ rabbitmq_start() {
     fi
 }
 
+# --- Redis ------------------------------------------------------------------
+# The shared server keeps nothing on disk; the tests never flush it.
+redis_check() { [[ $(timeout 3 redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null) == PONG ]]; }
+redis_start() {
+    have redis-server || die "redis-server is missing (Debian: apt-get install redis-server)"
+    redis-server --bind 127.0.0.1 --port 6379 --save '' --appendonly no --daemonize yes
+}
+
+# The cluster: three masters, no replicas, made once and kept while its
+# nodes run. A node is started with its own directory, so its
+# nodes.conf survives only as long as the directory does.
+REDIS_CLUSTER_DIR=${TMPDIR:-/tmp}/outbox-redis-cluster
+REDIS_CLUSTER_PORTS=(7000 7001 7002)
+redis_cluster_check() {
+    [[ $(timeout 3 redis-cli -h 127.0.0.1 -p 7000 cluster info 2>/dev/null | tr -d '\r' \
+        | grep '^cluster_state:') == cluster_state:ok ]]
+}
+redis_cluster_start() {
+    have redis-server || die "redis-server is missing (Debian: apt-get install redis-server)"
+    local port nodes=()
+    for port in "${REDIS_CLUSTER_PORTS[@]}"; do
+        if ! tcp_open 127.0.0.1 "$port"; then
+            # A node without its cluster: start it afresh.
+            rm -rf "$REDIS_CLUSTER_DIR/$port"
+            mkdir -p "$REDIS_CLUSTER_DIR/$port"
+            redis-server --bind 127.0.0.1 --port "$port" --cluster-enabled yes \
+                --cluster-config-file nodes.conf --dir "$REDIS_CLUSTER_DIR/$port" \
+                --save '' --appendonly no --daemonize yes \
+                --logfile "$REDIS_CLUSTER_DIR/$port.log"
+        fi
+        nodes+=("127.0.0.1:$port")
+    done
+    for port in "${REDIS_CLUSTER_PORTS[@]}"; do
+        local deadline=$((SECONDS + 10))
+        until tcp_open 127.0.0.1 "$port"; do
+            ((SECONDS < deadline)) || die "redis cluster node $port did not start; see $REDIS_CLUSTER_DIR/$port.log"
+            sleep 0.2
+        done
+    done
+    # Nodes that already know each other need no create.
+    if [[ $(redis-cli -h 127.0.0.1 -p 7000 cluster info | tr -d '\r' | grep '^cluster_known_nodes:') != cluster_known_nodes:3 ]]; then
+        for port in "${REDIS_CLUSTER_PORTS[@]}"; do
+            redis-cli -h 127.0.0.1 -p "$port" flushall >/dev/null
+            redis-cli -h 127.0.0.1 -p "$port" cluster reset hard >/dev/null
+        done
+        redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >&2
+    fi
+}
+
 # --- tansu ------------------------------------------------------------------
 TANSU=""
 TANSU_ORIGIN=""
@@ -329,6 +382,10 @@ ensure_services() {
     mariadb_ensure_db
     ensure_service RabbitMQ rabbitmq_check rabbitmq_start \
         "Start: rabbitmq-server -detached; see /var/log/rabbitmq/"
+    ensure_service Redis redis_check redis_start \
+        "Start: redis-server --bind 127.0.0.1 --port 6379 --save '' --daemonize yes"
+    ensure_service "Redis Cluster (127.0.0.1:7000-7002)" redis_cluster_check redis_cluster_start \
+        "Logs: $REDIS_CLUSTER_DIR/*.log"
     find_or_install_tansu
     log "tansu: $TANSU ($("$TANSU" --version)); from: $TANSU_ORIGIN"
     ensure_service "tansu (Kafka API, 127.0.0.1:9092)" tansu_check tansu_start \
@@ -345,11 +402,15 @@ export OUTBOX_TEST_POSTGRES_URL=${OUTBOX_TEST_POSTGRES_URL:-postgres://postgres@
 export OUTBOX_TEST_MYSQL_URL=${OUTBOX_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306/test}
 export OUTBOX_TEST_AMQP_URL=${OUTBOX_TEST_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}
 export OUTBOX_TEST_KAFKA_BROKERS=${OUTBOX_TEST_KAFKA_BROKERS:-127.0.0.1:9092}
+export OUTBOX_TEST_REDIS_URL=${OUTBOX_TEST_REDIS_URL:-redis://127.0.0.1:6379}
+export OUTBOX_TEST_REDIS_CLUSTER=${OUTBOX_TEST_REDIS_CLUSTER:-127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002}
 
 log "OUTBOX_TEST_POSTGRES_URL=$OUTBOX_TEST_POSTGRES_URL"
 log "OUTBOX_TEST_MYSQL_URL=$OUTBOX_TEST_MYSQL_URL"
 log "OUTBOX_TEST_AMQP_URL=$OUTBOX_TEST_AMQP_URL"
 log "OUTBOX_TEST_KAFKA_BROKERS=$OUTBOX_TEST_KAFKA_BROKERS"
+log "OUTBOX_TEST_REDIS_URL=$OUTBOX_TEST_REDIS_URL"
+log "OUTBOX_TEST_REDIS_CLUSTER=$OUTBOX_TEST_REDIS_CLUSTER"
 
 if ((SERVICES_ONLY)); then
     log "services ready (--services-only)"

@@ -14,13 +14,19 @@
 //!   attribute is a header [`AMQP_HEADER_PREFIX`]`<name>`
 //!   (`cloudEvents:id`, ...); the `message_id` and `type` properties repeat
 //!   `id` and `type`.
+//! * **Redis Streams**: one stream entry per event, one field per
+//!   attribute, named as Kafka's headers ([`REDIS_FIELD_PREFIX`]`<name>`,
+//!   `ce_id`, ...), except `datacontenttype`, which is the
+//!   [`REDIS_CONTENT_TYPE_FIELD`] field; the payload bytes are the
+//!   [`REDIS_DATA_FIELD`] field. A consumer reads the event id from `ce_id`
+//!   without parsing JSON.
 //! * **stdout** (JSON event format, structured content mode): each
 //!   attribute is a member of one JSON object per line, the payload is
 //!   [`DATA_MEMBER`].
 //!
 //! The W3C trace context headers of an event ([`TRACE_CONTEXT_HEADERS`])
 //! travel as extension attributes and, on Kafka and RabbitMQ, also as
-//! plain headers under their own names, for consumers that know nothing
+//! plain headers (Redis: fields) under their own names, for consumers that know nothing
 //! of CloudEvents.
 //!
 //! ```
@@ -137,6 +143,40 @@ pub const AMQP_HEADER_PREFIX: &str = "cloudEvents:";
 /// whose property names cannot hold a `:`); accepted on read, never
 /// written.
 pub const AMQP_HEADER_PREFIX_JMS: &str = "cloudEvents_";
+
+/// Prefix of a CloudEvents attribute in a Redis stream entry's field name,
+/// as in a Kafka header name.
+pub const REDIS_FIELD_PREFIX: &str = KAFKA_HEADER_PREFIX;
+
+/// The Redis stream entry field that carries `datacontenttype`.
+pub const REDIS_CONTENT_TYPE_FIELD: &str = KAFKA_CONTENT_TYPE_HEADER;
+
+/// The Redis stream entry field that carries the payload bytes.
+pub const REDIS_DATA_FIELD: &str = DATA_MEMBER;
+
+/// The Redis stream entry field name of `attribute`: `ce_<attribute>`.
+///
+/// ```
+/// assert_eq!(outbox::wire::redis_field_name("id"), "ce_id");
+/// ```
+pub fn redis_field_name(attribute: &str) -> String {
+    kafka_header_name(attribute)
+}
+
+/// The attribute a Redis stream entry field carries, if it carries one:
+/// `ce_<name>` gives `<name>`, [`REDIS_CONTENT_TYPE_FIELD`] gives
+/// `datacontenttype`; [`REDIS_DATA_FIELD`] and plain fields give `None`.
+///
+/// ```
+/// use outbox::wire;
+///
+/// assert_eq!(wire::attribute_of_redis_field("ce_type"), Some("type"));
+/// assert_eq!(wire::attribute_of_redis_field("content-type"), Some("datacontenttype"));
+/// assert_eq!(wire::attribute_of_redis_field("data"), None);
+/// ```
+pub fn attribute_of_redis_field(field: &str) -> Option<&str> {
+    attribute_of_kafka_header(field)
+}
 
 /// The Kafka header name of `attribute`: `ce_<attribute>`.
 pub fn kafka_header_name(attribute: &str) -> String {

@@ -9,6 +9,8 @@
 //! [`kafka`] and [`rabbitmq`] hold the broker side: topics, exchanges and
 //! queues of each test's own, producers and publishers that write as the
 //! relay does, and consumers that collect what arrived ([`Collected`]).
+//! [`redis`] holds the same for Redis Streams, on the shared server and
+//! on the three-master cluster `scripts/test.sh` starts.
 //! [`PrivateRabbitMq`] runs a RabbitMQ node of one test's own, for broker
 //! settings the shared one keeps at their defaults (a small
 //! `max_message_size`). [`PrivateTansu`] does the same for a Kafka-API
@@ -36,6 +38,7 @@ mod query;
 pub mod rabbitmq;
 mod rabbitmq_private;
 mod received;
+pub mod redis;
 mod services;
 mod slots;
 mod tansu_private;
