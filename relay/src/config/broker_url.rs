@@ -18,7 +18,9 @@ pub const DEFAULT_BROKER: &str = "stdout";
 const BROKER_VARIABLE: &str = "OUTBOX_BROKER";
 
 const ACCEPTED_BROKERS: &str = "expected kafka://HOST:PORT[,HOST:PORT...], \
-                                amqp://USER:PASSWORD@HOST[:PORT]/VHOST, amqps://... or stdout";
+                                amqp://USER:PASSWORD@HOST[:PORT]/VHOST, amqps://..., \
+                                redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss://..., \
+                                redis+cluster://HOST:PORT[,HOST:PORT...] or stdout";
 
 /// Where the relay publishes.
 ///
@@ -39,6 +41,18 @@ pub enum BrokerUrl {
         /// the client uses 5672 for `amqp://` and 5671 for `amqps://`.
         url: String,
     },
+    /// A Redis server, whose streams take the events (`XADD`).
+    Redis {
+        /// The full `redis://` or `rediss://` URL as given, with its
+        /// password and database number.
+        url: String,
+    },
+    /// A Redis Cluster, reached through some of its nodes.
+    RedisCluster {
+        /// One `redis://` (or `rediss://`) URL per node given, with the
+        /// credentials of the `redis+cluster://` URL.
+        nodes: Vec<String>,
+    },
     /// One CloudEvents JSON document per line on standard output, for
     /// trying the relay out and for piping into other tools.
     Stdout,
@@ -49,7 +63,9 @@ impl BrokerUrl {
     ///
     /// Accepts `kafka://host:port[,host:port...]` (every broker with a port
     /// from 1 to 65535), `amqp://user:password@host[:port][/vhost][?query]`,
-    /// `amqps://...` and `stdout`. Surrounding whitespace is ignored and the
+    /// `amqps://...`, `redis://[user:password@]host[:port][/db]`,
+    /// `rediss://...`, `redis+cluster://[user:password@]host:port[,host:port...]`
+    /// (`rediss+cluster://` for TLS) and `stdout`. Surrounding whitespace is ignored and the
     /// scheme is case-insensitive.
     ///
     /// # Errors
@@ -83,6 +99,15 @@ impl BrokerUrl {
                     .is_some_and(|scheme| scheme.eq_ignore_ascii_case("amqps:"));
                 Error::require_feature("tls", !secure || cfg!(feature = "tls"), needed_for)
             }
+            BrokerUrl::Redis { url } => {
+                Error::require_feature(self.feature(), cfg!(feature = "redis"), needed_for)?;
+                Error::require_feature("tls", !is_rediss(url) || cfg!(feature = "tls"), needed_for)
+            }
+            BrokerUrl::RedisCluster { nodes } => {
+                Error::require_feature(self.feature(), cfg!(feature = "redis"), needed_for)?;
+                let secure = nodes.first().is_some_and(|node| is_rediss(node));
+                Error::require_feature("tls", !secure || cfg!(feature = "tls"), needed_for)
+            }
             BrokerUrl::Stdout => Ok(()),
         }
     }
@@ -93,15 +118,19 @@ impl BrokerUrl {
         match self {
             BrokerUrl::Kafka { .. } => "kafka",
             BrokerUrl::Amqp { .. } => "rabbitmq",
+            BrokerUrl::Redis { .. } | BrokerUrl::RedisCluster { .. } => "redis",
             BrokerUrl::Stdout => "stdout",
         }
     }
 
-    /// The broker's kind, for logs: `kafka`, `amqp` or `stdout`.
+    /// The broker's kind, for logs: `kafka`, `amqp`, `redis`,
+    /// `redis-cluster` or `stdout`.
     pub fn kind(&self) -> &'static str {
         match self {
             BrokerUrl::Kafka { .. } => "kafka",
             BrokerUrl::Amqp { .. } => "amqp",
+            BrokerUrl::Redis { .. } => "redis",
+            BrokerUrl::RedisCluster { .. } => "redis-cluster",
             BrokerUrl::Stdout => "stdout",
         }
     }
@@ -121,7 +150,12 @@ impl fmt::Display for BrokerUrl {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BrokerUrl::Kafka { brokers } => write!(formatter, "kafka://{}", brokers.join(",")),
-            BrokerUrl::Amqp { url } => formatter.write_str(&mask_password(url)),
+            BrokerUrl::Amqp { url } | BrokerUrl::Redis { url } => {
+                formatter.write_str(&mask_password(url))
+            }
+            BrokerUrl::RedisCluster { nodes } => {
+                formatter.write_str(&mask_password(&cluster_url(nodes)))
+            }
             BrokerUrl::Stdout => formatter.write_str("stdout"),
         }
     }
@@ -139,6 +173,20 @@ impl fmt::Debug for BrokerUrl {
             BrokerUrl::Amqp { url } => formatter
                 .debug_struct("Amqp")
                 .field("url", &mask_password(url))
+                .finish(),
+            BrokerUrl::Redis { url } => formatter
+                .debug_struct("Redis")
+                .field("url", &mask_password(url))
+                .finish(),
+            BrokerUrl::RedisCluster { nodes } => formatter
+                .debug_struct("RedisCluster")
+                .field(
+                    "nodes",
+                    &nodes
+                        .iter()
+                        .map(|node| mask_password(node))
+                        .collect::<Vec<_>>(),
+                )
                 .finish(),
             BrokerUrl::Stdout => formatter.write_str("Stdout"),
         }
@@ -181,6 +229,10 @@ fn parse_broker(input: &str) -> Result<BrokerUrl, String> {
     match scheme.to_ascii_lowercase().as_str() {
         "kafka" => parse_kafka(rest),
         "amqp" | "amqps" => parse_amqp(&scheme.to_ascii_lowercase(), rest),
+        "redis" | "rediss" => parse_redis(&scheme.to_ascii_lowercase(), rest),
+        "redis+cluster" | "rediss+cluster" => {
+            parse_redis_cluster(&scheme.to_ascii_lowercase(), rest)
+        }
         "rabbitmq" | "rabbit" => Err(format!(
             "unsupported scheme `{scheme}`; RabbitMQ is reached with amqp:// or amqps:// ({ACCEPTED_BROKERS})"
         )),
@@ -284,6 +336,108 @@ fn parse_amqp(scheme: &str, rest: &str) -> Result<BrokerUrl, String> {
     Ok(BrokerUrl::Amqp {
         url: format!("{scheme}://{rest}"),
     })
+}
+
+/// Whether `url` is a `rediss://` (TLS) URL.
+fn is_rediss(url: &str) -> bool {
+    url.get(..7)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss:"))
+}
+
+/// The `redis+cluster://` form of a cluster's node URLs.
+fn cluster_url(nodes: &[String]) -> String {
+    let Some((scheme, first)) = nodes.first().and_then(|node| node.split_once("://")) else {
+        return "redis+cluster://".to_owned();
+    };
+    let credentials = first.rfind('@').map_or("", |at| &first[..=at]);
+    let hosts: Vec<&str> = nodes
+        .iter()
+        .filter_map(|node| node.split_once("://"))
+        .map(|(_, rest)| rest.rfind('@').map_or(rest, |at| &rest[at + 1..]))
+        .collect();
+    format!("{scheme}+cluster://{credentials}{}", hosts.join(","))
+}
+
+fn parse_redis(scheme: &str, rest: &str) -> Result<BrokerUrl, String> {
+    let UrlParts {
+        authority,
+        after_authority,
+    } = UrlParts::split(rest);
+    let host_and_port = match authority.rfind('@') {
+        Some(at) => &authority[at + 1..],
+        None => authority,
+    };
+    if host_and_port.contains(',') {
+        return Err(format!(
+            "{scheme}:// names one server; for a Redis Cluster write {scheme}+cluster://HOST:PORT[,HOST:PORT...]"
+        ));
+    }
+    let (host, port) = split_host_port(host_and_port)?;
+    if host.is_empty() {
+        return Err(format!(
+            "no host; write {scheme}://[USER:PASSWORD@]HOST[:PORT][/DB], e.g. {scheme}://localhost:6379"
+        ));
+    }
+    check_host(host)?;
+    if let Some(port) = port {
+        parse_port(port)?;
+    }
+    let path = after_authority.split(['?', '#']).next().unwrap_or_default();
+    let database = path.trim_start_matches('/');
+    if !database.is_empty() && database.parse::<u16>().is_err() {
+        return Err(format!(
+            "the database `{database}` is not a number; write {scheme}://HOST:PORT/0 or leave it out"
+        ));
+    }
+    Ok(BrokerUrl::Redis {
+        url: format!("{scheme}://{rest}"),
+    })
+}
+
+fn parse_redis_cluster(scheme: &str, rest: &str) -> Result<BrokerUrl, String> {
+    let node_scheme = scheme.trim_end_matches("+cluster");
+    let UrlParts {
+        authority,
+        after_authority,
+    } = UrlParts::split(rest);
+    if !after_authority.is_empty() && after_authority != "/" {
+        return Err(format!(
+            "{scheme}:// takes only [USER:PASSWORD@]HOST:PORT[,HOST:PORT...], but `{after_authority}` follows it \
+             (a cluster has no database number)"
+        ));
+    }
+    let (credentials, hosts) = match authority.rfind('@') {
+        Some(at) => (&authority[..=at], &authority[at + 1..]),
+        None => ("", authority),
+    };
+    if hosts.is_empty() {
+        return Err(format!(
+            "no nodes after {scheme}://; write {scheme}://HOST:PORT[,HOST:PORT...]"
+        ));
+    }
+    let mut nodes = Vec::new();
+    for (index, node) in hosts.split(',').enumerate() {
+        let node = node.trim();
+        if node.is_empty() {
+            return Err(format!(
+                "node {} of the list is empty; write {scheme}://HOST:PORT[,HOST:PORT...]",
+                index + 1
+            ));
+        }
+        let (host, port) =
+            split_host_port(node).map_err(|reason| format!("node `{node}`: {reason}"))?;
+        check_host(host).map_err(|reason| format!("node `{node}`: {reason}"))?;
+        match port {
+            Some(port) => parse_port(port).map_err(|reason| format!("node `{node}`: {reason}"))?,
+            None => {
+                return Err(format!(
+                    "node `{node}`: no port; every cluster node needs one, e.g. {host}:6379"
+                ));
+            }
+        };
+        nodes.push(format!("{node_scheme}://{credentials}{node}"));
+    }
+    Ok(BrokerUrl::RedisCluster { nodes })
 }
 
 /// A host name, an IPv4 address or a bracketed IPv6 address.

@@ -26,6 +26,7 @@ mod deserialize;
 mod diagnostics;
 mod duration;
 mod publisher;
+mod redis_streams;
 mod relay_settings;
 mod replay_time;
 mod validate;
@@ -55,8 +56,9 @@ pub use {database_url::open_store, publisher::build_publisher, relay_settings::r
 
 use diagnostics::describe_toml_error;
 
-pub use crate::publish::RoutingKey;
+pub use crate::publish::{RoutingKey, StreamKey};
 pub use crate::source::{DEFAULT_MAX_BATCH_BYTES, SlotName};
+pub use redis_streams::{RedisConfig, RedisStreamConfig};
 
 /// Events per batch when polling, unless `batch_size` says otherwise.
 pub const DEFAULT_POLLING_BATCH_SIZE: u32 = 500;
@@ -161,6 +163,9 @@ pub struct RelayConfig {
     /// The AMQP publisher (used with `--broker amqp://...`).
     pub amqp: AmqpConfig,
 
+    /// The Redis Streams publisher (used with `--broker redis://...`).
+    pub redis: RedisConfig,
+
     /// The HTTP endpoint for health and metrics.
     pub http: HttpConfig,
 }
@@ -184,6 +189,7 @@ impl Default for RelayConfig {
             retention: RetentionConfig::default(),
             kafka: KafkaConfig::default(),
             amqp: AmqpConfig::default(),
+            redis: RedisConfig::default(),
             http: HttpConfig::default(),
         }
     }

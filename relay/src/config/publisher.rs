@@ -10,6 +10,10 @@ use crate::publish::Publisher;
 use crate::publish::kafka::{KafkaPublisher, KafkaPublisherConfig};
 #[cfg(feature = "rabbitmq")]
 use crate::publish::rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};
+#[cfg(feature = "redis")]
+use crate::publish::redis::{
+    RedisEndpoint, RedisPublisher, RedisPublisherConfig, RedisStream, StreamTrim,
+};
 use crate::publish::stdout::StdoutPublisher;
 use crate::tasks::Tasks;
 
@@ -22,7 +26,7 @@ use crate::tasks::Tasks;
 ///
 /// The publisher's background work runs on `tasks`.
 #[cfg_attr(
-    not(any(feature = "kafka", feature = "rabbitmq")),
+    not(any(feature = "kafka", feature = "rabbitmq", feature = "redis")),
     allow(unused_variables)
 )]
 pub async fn build_publisher(
@@ -58,23 +62,15 @@ pub async fn build_publisher(
                 .map(|(topic, route)| (topic.clone(), route.routing_key.clone()))
                 .collect();
             let publisher = Arc::new(RabbitMqPublisher::new(amqp)?.with_tasks(tasks.clone()));
-            // Connect in the background: a broker that is down at start
-            // only delays the first publish, which connects again.
             let connecting = Arc::clone(&publisher);
-            let stop = tasks.stop_token();
-            tasks.spawn(async move {
-                let connected = tokio::select! {
-                    () = stop.cancelled() => return,
-                    connected = connecting.connect() => connected,
-                };
-                if let Err(error) = connected {
-                    tracing::warn!(
-                        %error,
-                        "rabbitmq is not reachable yet; the first publish connects again"
-                    );
-                }
-            });
+            connect_in_background(tasks, "rabbitmq", async move { connecting.connect().await });
             Ok(publisher)
+        }
+        #[cfg(feature = "redis")]
+        BrokerUrl::Redis { url } => build_redis(RedisEndpoint::Server(url.clone()), config, tasks),
+        #[cfg(feature = "redis")]
+        BrokerUrl::RedisCluster { nodes } => {
+            build_redis(RedisEndpoint::Cluster(nodes.clone()), config, tasks)
         }
         // A broker this build lacks; `check_built` refused it above.
         #[allow(unreachable_patterns)]
@@ -83,4 +79,60 @@ pub async fn build_publisher(
             needed_for: format!("--broker {broker}"),
         }),
     }
+}
+
+/// The Redis Streams publisher of `endpoint`, configured from `[redis]`.
+#[cfg(feature = "redis")]
+fn build_redis(
+    endpoint: RedisEndpoint,
+    config: &RelayConfig,
+    tasks: &Tasks,
+) -> Result<Arc<dyn Publisher>, Error> {
+    let mut redis = RedisPublisherConfig::new(endpoint);
+    redis.response_timeout = config.redis.response_timeout;
+    redis.connect_timeout = config.redis.connect_timeout;
+    for (topic, stream) in &config.redis.streams {
+        let key = stream.stream_key().map_err(|reason| Error::Config {
+            path: "--config".to_owned(),
+            reason: format!("redis.streams.{topic:?}.key: {reason}"),
+        })?;
+        let mut settings = RedisStream::new(key).partitions(stream.partitions.unwrap_or(1));
+        if let Some(length) = stream.maxlen {
+            settings = settings.trim(StreamTrim::MaxLen(length));
+        }
+        if let Some(age) = stream.max_age {
+            settings = settings.trim(StreamTrim::MaxAge(age));
+        }
+        redis.streams.insert(topic.clone(), settings);
+    }
+    let publisher = Arc::new(RedisPublisher::new(redis)?);
+    let connecting = Arc::clone(&publisher);
+    connect_in_background(tasks, "redis", async move { connecting.connect().await });
+    Ok(publisher)
+}
+
+/// Connect in the background: a broker that is down at start only delays
+/// the first publish, which connects again.
+#[cfg(any(feature = "rabbitmq", feature = "redis"))]
+fn connect_in_background(
+    tasks: &Tasks,
+    broker: &'static str,
+    connect: impl std::future::Future<Output = Result<(), crate::publish::PublishFailure>>
+    + Send
+    + 'static,
+) {
+    let stop = tasks.stop_token();
+    tasks.spawn(async move {
+        let connected = tokio::select! {
+            () = stop.cancelled() => return,
+            connected = connect => connected,
+        };
+        if let Err(error) = connected {
+            tracing::warn!(
+                %error,
+                broker,
+                "the broker is not reachable yet; the first publish connects again"
+            );
+        }
+    });
 }

@@ -86,7 +86,8 @@ impl RelayConfig {
         self.check_retry()?;
         self.check_retention()?;
         self.check_kafka()?;
-        self.check_amqp()
+        self.check_amqp()?;
+        self.check_redis()
     }
 
     fn check_retry(&self) -> Result<(), Problem> {
@@ -153,6 +154,22 @@ impl RelayConfig {
             amqp.confirm_timeout,
             "a missing confirm is reported",
         )
+    }
+
+    fn check_redis(&self) -> Result<(), Problem> {
+        let redis = &self.redis;
+        check_positive(&["redis", "connect_timeout"], redis.connect_timeout)?;
+        self.check_client_timeout(
+            &["redis", "response_timeout"],
+            redis.response_timeout,
+            "a missing reply is reported",
+        )?;
+        for (topic, stream) in &redis.streams {
+            if let Some((field, reason)) = stream.problem() {
+                return Err(Problem::new(&["redis", "streams", topic, field], reason));
+            }
+        }
+        Ok(())
     }
 
     /// A broker client's own timeout: more than zero and less than

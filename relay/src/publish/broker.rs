@@ -112,7 +112,7 @@ impl<B: Broker> Publisher for B {
 
 /// The outcome of each event of a hand-over once its acknowledgements were
 /// awaited: one still without an outcome is unavailable.
-#[cfg(any(feature = "kafka", feature = "rabbitmq"))]
+#[cfg(any(feature = "kafka", feature = "rabbitmq", feature = "redis"))]
 pub(crate) fn settled(
     outcomes: Vec<Option<Result<(), PublishFailure>>>,
     broker: &str,

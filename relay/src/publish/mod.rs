@@ -14,10 +14,13 @@ mod hold;
 pub mod kafka;
 #[cfg(feature = "rabbitmq")]
 pub mod rabbitmq;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod routing_key;
-#[cfg(any(feature = "kafka", feature = "rabbitmq"))]
+#[cfg(any(feature = "kafka", feature = "rabbitmq", feature = "redis"))]
 mod send_order;
 pub mod stdout;
+mod stream_key;
 
 pub use broker::Broker;
 pub(crate) use hold::AggregateHolds;
@@ -25,8 +28,11 @@ pub(crate) use hold::AggregateHolds;
 pub use kafka::{KafkaPublisher, KafkaPublisherConfig};
 #[cfg(feature = "rabbitmq")]
 pub use rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};
+#[cfg(feature = "redis")]
+pub use redis::{RedisPublisher, RedisPublisherConfig};
 pub use routing_key::RoutingKey;
 pub use stdout::StdoutPublisher;
+pub use stream_key::StreamKey;
 
 /// Why one event was not published.
 #[derive(Debug, Clone, PartialEq, Eq)]

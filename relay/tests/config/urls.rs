@@ -46,6 +46,75 @@ fn amqp_urls_parse_and_keep_the_vhost() {
 }
 
 #[test]
+fn redis_urls_parse() {
+    let cases = [
+        "redis://localhost:6379",
+        "redis://127.0.0.1",
+        "redis://:s3cret@redis.internal:6380/2",
+        "redis://relay:s3cret@[::1]:6379/0",
+        "rediss://relay:s3cret@redis.example.com:6380",
+    ];
+    for input in cases {
+        let parsed = BrokerUrl::parse(input).unwrap_or_else(|error| panic!("{input}: {error}"));
+        assert_eq!(
+            parsed,
+            BrokerUrl::Redis {
+                url: input.to_owned()
+            }
+        );
+        assert_eq!(parsed.kind(), "redis");
+    }
+    let cluster = BrokerUrl::parse("redis+cluster://relay:s3cret@a:7000, b:7001,[::1]:7002")
+        .expect("cluster");
+    assert_eq!(
+        cluster,
+        BrokerUrl::RedisCluster {
+            nodes: vec![
+                "redis://relay:s3cret@a:7000".to_owned(),
+                "redis://relay:s3cret@b:7001".to_owned(),
+                "redis://relay:s3cret@[::1]:7002".to_owned(),
+            ]
+        }
+    );
+    assert_eq!(cluster.kind(), "redis-cluster");
+    assert_eq!(
+        cluster.to_string(),
+        "redis+cluster://relay:***@a:7000,b:7001,[::1]:7002"
+    );
+    let debug = format!("{cluster:?}");
+    assert!(!debug.contains("s3cret"), "{debug}");
+    assert_eq!(
+        BrokerUrl::parse("REDISS+CLUSTER://a:7000").expect("tls cluster"),
+        BrokerUrl::RedisCluster {
+            nodes: vec!["rediss://a:7000".to_owned()]
+        }
+    );
+}
+
+#[test]
+fn bad_redis_urls_name_the_problem_and_mask_the_password() {
+    let cases: [(&str, &[&str]); 8] = [
+        ("redis://", &["no host", "redis://"]),
+        ("redis://:hunter2@:6379", &["no host"]),
+        ("redis://h:0", &["port 0", "1 to 65535"]),
+        (
+            "redis://h:6379/orders",
+            &["database `orders`", "not a number"],
+        ),
+        ("redis://a:6379,b:6379", &["one server", "redis+cluster://"]),
+        ("redis+cluster://", &["no nodes"]),
+        ("redis+cluster://a:7000,b", &["node `b`", "no port"]),
+        ("redis+cluster://a:7000/1", &["no database number"]),
+    ];
+    for (input, parts) in cases {
+        let message = broker_error(input);
+        assert!(message.starts_with("invalid broker `"), "{message}");
+        assert!(!message.contains("hunter2"), "{message}");
+        assert_contains(&message, parts);
+    }
+}
+
+#[test]
 fn stdout_parses() {
     for input in ["stdout", "STDOUT", " stdout\n"] {
         assert_eq!(BrokerUrl::parse(input).expect(input), BrokerUrl::Stdout);
@@ -126,10 +195,18 @@ fn bad_amqp_urls_name_the_problem_and_mask_the_password() {
 
 #[test]
 fn unknown_brokers_say_what_is_accepted() {
-    let accepted = ["kafka://", "amqp://", "amqps://", "stdout"];
-    let message = broker_error("redis://u:hunter2@localhost:6379");
+    let accepted = [
+        "kafka://",
+        "amqp://",
+        "amqps://",
+        "redis://",
+        "rediss://",
+        "redis+cluster://",
+        "stdout",
+    ];
+    let message = broker_error("nats://u:hunter2@localhost:4222");
     assert!(!message.contains("hunter2"), "{message}");
-    assert_contains(&message, &["unsupported scheme `redis`"]);
+    assert_contains(&message, &["unsupported scheme `nats`"]);
     assert_contains(&message, &accepted);
 
     let message = broker_error("localhost:9092");
