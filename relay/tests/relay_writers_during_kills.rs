@@ -1,5 +1,7 @@
 //! Writers keep committing while the relay is SIGKILLed at random moments
-//! and started again: on every backend, to Kafka and to RabbitMQ, with the
+//! and started again: on every backend, to Kafka and to RabbitMQ (and from
+//! PostgreSQL to Redis Streams, on one server and on a cluster with
+//! partitioned streams), with the
 //! mark that updates the rows and the one that deletes them
 //! (`retention.published = "0s"`), nothing is lost and each aggregate's
 //! events arrive in order.
@@ -8,7 +10,9 @@ mod support;
 
 use std::time::Duration;
 
-use outbox_testkit::{Collected, TestBackend, TestDatabase, kafka, rabbitmq, unique_name};
+use outbox_testkit::{
+    Collected, TestBackend, TestDatabase, kafka, rabbitmq, redis as redis_kit, unique_name,
+};
 use support::http::endpoint_address;
 use support::process::{FAST_CONFIG, RelayProcess, random_millis, wait_until};
 use support::workload::{
@@ -29,13 +33,33 @@ const KILLS: usize = 5;
 enum Broker {
     Kafka,
     RabbitMq,
+    /// One Redis server, a stream per topic.
+    Redis,
+    /// The Redis Cluster, each topic spread over partitioned streams
+    /// (`<topic>:p:0` ... `<topic>:p:3`), which hash to different slots.
+    RedisCluster,
 }
+
+/// Streams per topic on the cluster.
+const REDIS_PARTITIONS: u32 = 4;
 
 impl Broker {
     async fn consume(&self, target: &str) -> Collected {
         match self {
             Broker::Kafka => kafka::topic_consumer(target, 3).await,
             Broker::RabbitMq => rabbitmq::exchange_consumer(target).await,
+            Broker::Redis => {
+                redis_kit::require_redis().await;
+                redis_kit::stream_consumer(target)
+            }
+            Broker::RedisCluster => {
+                redis_kit::require_redis_cluster().await;
+                redis_kit::cluster_stream_consumer(
+                    (0..REDIS_PARTITIONS)
+                        .map(|partition| format!("{target}:p:{partition}"))
+                        .collect(),
+                )
+            }
         }
     }
 
@@ -43,6 +67,18 @@ impl Broker {
         match self {
             Broker::Kafka => format!("kafka://{}", kafka::brokers()),
             Broker::RabbitMq => rabbitmq::amqp_url(),
+            Broker::Redis => redis_kit::redis_url(),
+            Broker::RedisCluster => redis_kit::cluster_broker_url(),
+        }
+    }
+
+    /// The broker's own part of the config.
+    fn config(&self, target: &str) -> String {
+        match self {
+            Broker::RedisCluster => format!(
+                "[redis.streams.\"{target}\"]\nkey = \"{{topic}}:p:{{partition}}\"\npartitions = {REDIS_PARTITIONS}\n"
+            ),
+            _ => String::new(),
         }
     }
 }
@@ -70,8 +106,8 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
     broker: Broker,
     mark: Mark,
 ) {
-    let config = mark.config();
     let target = unique_name("writers-kills");
+    let config = format!("{}\n{}", mark.config(), broker.config(&target));
     let collected = broker.consume(&target).await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let stop_writing = CancellationToken::new();
@@ -139,6 +175,31 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
         "the last relay did not exit 0: {status:?}\n{}",
         relay.log()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_to_redis() {
+    writers_during_kills(
+        outbox_testkit::postgres().await,
+        Broker::Redis,
+        Mark::Update,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_to_redis_cluster_partitioned_streams() {
+    writers_during_kills(
+        outbox_testkit::postgres().await,
+        Broker::RedisCluster,
+        Mark::Update,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_to_redis_deleting_on_publish() {
+    writers_during_kills(outbox_testkit::sqlite().await, Broker::Redis, Mark::Delete).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

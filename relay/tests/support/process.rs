@@ -37,6 +37,10 @@ message_timeout = "500ms"
 [amqp]
 confirm_timeout = "500ms"
 connect_timeout = "500ms"
+
+[redis]
+response_timeout = "500ms"
+connect_timeout = "500ms"
 "#;
 
 impl RelayProcess {
