@@ -1,5 +1,6 @@
-//! The relay while the shared services fail under it: RabbitMQ stopped and
-//! tansu frozen for 20 s (the relay backs off instead of spinning, records
+//! The relay while the shared services fail under it: RabbitMQ stopped,
+//! tansu frozen and Redis cut off (by a proxy in front of it) for 20 s (the
+//! relay backs off instead of spinning, records
 //! no failed attempt, and publishes everything once the broker is back),
 //! and PostgreSQL and MariaDB restarted under writers (the relay carries on
 //! in the same process, nothing is lost and each aggregate keeps its
@@ -23,7 +24,10 @@ mod logical_harness;
 
 use std::time::{Duration, Instant};
 
-use outbox_testkit::{Collected, TestBackend, TestDatabase, kafka, rabbitmq, unique_name};
+use outbox_testkit::{
+    Collected, TcpProxy, TestBackend, TestDatabase, kafka, rabbitmq, redis as redis_kit,
+    unique_name,
+};
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use support::service_control::{
     BringBackOnDrop, freeze, restart_mariadb, restart_postgres, start_rabbitmq, stop_rabbitmq,
@@ -49,6 +53,15 @@ const OUTAGE_CPU_SHARE: f64 = 0.25;
 enum Broker {
     Kafka,
     RabbitMq,
+    /// The shared server, reached through a proxy that the test cuts: the
+    /// server keeps running for every other test.
+    Redis,
+}
+
+/// What made a broker unreachable, to undo.
+enum Down {
+    Service(BringBackOnDrop),
+    Proxy,
 }
 
 impl Broker {
@@ -56,29 +69,60 @@ impl Broker {
         match self {
             Broker::Kafka => kafka::topic_consumer(target, 3).await,
             Broker::RabbitMq => rabbitmq::exchange_consumer(target).await,
+            Broker::Redis => {
+                redis_kit::require_redis().await;
+                redis_kit::stream_consumer(target)
+            }
+        }
+    }
+
+    /// The proxy the relay reaches the broker through, when the outage is
+    /// a cut rather than a stopped service.
+    async fn proxy(self) -> Option<TcpProxy> {
+        match self {
+            Broker::Redis => Some(TcpProxy::in_front_of(&redis_kit::redis_url()).await),
+            Broker::Kafka | Broker::RabbitMq => None,
         }
     }
 
     fn url(self) -> String {
-        match self {
-            Broker::Kafka => format!("kafka://{}", kafka::brokers()),
-            Broker::RabbitMq => rabbitmq::amqp_url(),
+        self.url_through(None)
+    }
+
+    /// The broker's URL, routed through `proxy` when there is one.
+    fn url_through(self, proxy: Option<&TcpProxy>) -> String {
+        match (self, proxy) {
+            (Broker::Kafka, _) => format!("kafka://{}", kafka::brokers()),
+            (Broker::RabbitMq, _) => rabbitmq::amqp_url(),
+            (Broker::Redis, Some(proxy)) => proxy.route(&redis_kit::redis_url()),
+            (Broker::Redis, None) => redis_kit::redis_url(),
         }
     }
 
     /// Make the broker unreachable: RabbitMQ's application stopped, tansu
-    /// frozen with SIGSTOP. The guard brings it back.
-    fn take_down(self) -> BringBackOnDrop {
-        match self {
-            Broker::Kafka => freeze(tansu_pid(&kafka::brokers())),
-            Broker::RabbitMq => stop_rabbitmq(),
+    /// frozen with SIGSTOP, the proxy in front of Redis severed (open
+    /// connections closed, new ones refused).
+    fn take_down(self, proxy: Option<&TcpProxy>) -> Down {
+        match (self, proxy) {
+            (Broker::Kafka, _) => Down::Service(freeze(tansu_pid(&kafka::brokers()))),
+            (Broker::RabbitMq, _) => Down::Service(stop_rabbitmq()),
+            (Broker::Redis, Some(proxy)) => {
+                proxy.sever();
+                Down::Proxy
+            }
+            (Broker::Redis, None) => panic!("Redis is cut off through its proxy"),
         }
     }
 
-    fn bring_back(self, down: BringBackOnDrop) {
-        match self {
-            Broker::Kafka => drop(down),
-            Broker::RabbitMq => start_rabbitmq(down),
+    fn bring_back(self, down: Down, proxy: Option<&TcpProxy>) {
+        match (self, down) {
+            (Broker::RabbitMq, Down::Service(down)) => start_rabbitmq(down),
+            (_, Down::Service(down)) => drop(down),
+            (_, Down::Proxy) => {
+                if let Some(proxy) = proxy {
+                    proxy.restore();
+                }
+            }
         }
     }
 }
@@ -105,9 +149,10 @@ async fn broker_outage(broker: Broker) {
     let db = outbox_testkit::postgres().await;
     let target = unique_name("outage");
     let collected = broker.consume(&target).await;
+    let proxy = broker.proxy().await;
     outbox::migrate(db.pool()).await.expect("migrate");
     let mut enqueued = enqueue_events(db.pool(), &target, EVENTS_PER_ROUND, 200, 500).await;
-    let mut relay = RelayProcess::spawn(db.url(), &broker.url(), FAST_CONFIG);
+    let mut relay = RelayProcess::spawn(db.url(), &broker.url_through(proxy.as_ref()), FAST_CONFIG);
     assert!(
         wait_until(Duration::from_secs(60), || async {
             db.count(PUBLISHED).await == EVENTS_PER_ROUND as i64
@@ -117,7 +162,7 @@ async fn broker_outage(broker: Broker) {
         relay.log()
     );
 
-    let down = broker.take_down();
+    let down = broker.take_down(proxy.as_ref());
     // Committed during the outage: the relay has work it cannot do.
     let log_before_outage = relay.log().len();
     enqueued.extend(enqueue_events(db.pool(), &target, EVENTS_PER_ROUND, 200, 500).await);
@@ -137,7 +182,7 @@ async fn broker_outage(broker: Broker) {
     let outage = started.elapsed().as_secs_f64();
     let failed_attempts = db.count(FAILED_ATTEMPTS).await;
     let published_during_outage = db.count(PUBLISHED).await;
-    broker.bring_back(down);
+    broker.bring_back(down, proxy.as_ref());
 
     assert!(relay.is_running(), "the relay survives the outage");
     assert_eq!(
@@ -179,6 +224,11 @@ async fn rabbitmq_stopped_for_20s_backs_off_resumes_and_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kafka_frozen_for_20s_backs_off_resumes_and_loses_nothing() {
     broker_outage(Broker::Kafka).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_cut_off_for_20s_backs_off_resumes_and_loses_nothing() {
+    broker_outage(Broker::Redis).await;
 }
 
 /// Writers commit and the relay publishes while `restart` restarts the
