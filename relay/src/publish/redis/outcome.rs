@@ -34,18 +34,15 @@ pub(super) fn reply_outcome(reply: &Value, stream: &str) -> Result<(), PublishFa
     }
 }
 
-/// The outcome of every `XADD` of a pipeline that failed as a whole.
-/// Second: whether the connection must be replaced (it failed, or timed
-/// out, rather than Redis refusing the commands).
-pub(super) fn pipeline_failure(error: &RedisError, stream: &str) -> (PublishFailure, bool) {
+/// The outcome of an `XADD` to `stream` in a pipeline that failed as a
+/// whole: Redis's refusal when it answered with an error, else
+/// unavailable (the connection failed or timed out; it must be replaced).
+pub(super) fn pipeline_failure(error: &RedisError, stream: &str) -> PublishFailure {
     match error.code() {
-        Some(code) => (server_error(code, &error.to_string(), stream), false),
-        None => (
-            PublishFailure::Unavailable(format!(
-                "redis connection failed before the XADD to stream `{stream}` was answered: {error}"
-            )),
-            true,
-        ),
+        Some(code) => server_error(code, &error.to_string(), stream),
+        None => PublishFailure::Unavailable(format!(
+            "redis connection failed before the XADD to stream `{stream}` was answered: {error}"
+        )),
     }
 }
 

@@ -31,10 +31,9 @@ use crate::publish::{AggregateHolds, PublishFailure};
 type Reply = Pin<Box<dyn Future<Output = RedisResult<Vec<Value>>> + Send>>;
 
 /// One pipeline on its way: the events it holds (by index in the batch,
-/// in order), their stream, and its reply.
+/// in order) with their streams, and its reply.
 struct Pipeline {
-    events: Vec<usize>,
-    stream: String,
+    events: Vec<(usize, String)>,
     reply: Reply,
 }
 
@@ -128,13 +127,13 @@ impl RedisPublisher {
             in_order: !session.is_cluster(),
             _unsettled: Some(unsettled),
         };
-        for (stream, group) in groups {
+        for group in groups {
             let mut pipeline = redis::pipe();
             pipeline.ignore_errors();
             let mut indices = Vec::with_capacity(group.len());
             for (index, entry) in group {
                 pipeline.add_command(entry.command);
-                indices.push(index);
+                indices.push((index, entry.stream));
             }
             let mut reply = send_pipeline(session.link.clone(), pipeline);
             // The first poll writes the pipeline into the connection's
@@ -145,7 +144,6 @@ impl RedisPublisher {
             }
             batch.pipelines.push(Pipeline {
                 events: indices,
-                stream,
                 reply,
             });
         }
@@ -167,39 +165,40 @@ impl RedisPublisher {
             let replies = match answered {
                 Ok(Ok(replies)) if replies.len() == pipeline.events.len() => replies,
                 Ok(Ok(replies)) => {
-                    let failure = PublishFailure::Unavailable(format!(
-                        "redis answered {} of the {} XADDs to stream `{}`",
-                        replies.len(),
-                        pipeline.events.len(),
-                        pipeline.stream
-                    ));
+                    let (answered, sent) = (replies.len(), pipeline.events.len());
                     broken.get_or_insert(
                         "redis answered a pipeline with the wrong number of replies",
                     );
-                    fail_all(&mut batch.outcomes, &pipeline.events, &failure);
+                    fail_all(&mut batch.outcomes, &pipeline.events, |stream| {
+                        PublishFailure::Unavailable(format!(
+                            "redis answered {answered} of the {sent} XADDs of a pipeline \
+                             (this one to stream `{stream}`)"
+                        ))
+                    });
                     continue;
                 }
                 Ok(Err(error)) => {
-                    let (failure, connection_failed) = pipeline_failure(&error, &pipeline.stream);
-                    if connection_failed {
+                    if error.code().is_none() {
                         broken.get_or_insert("a pipeline failed on the connection");
                     }
-                    fail_all(&mut batch.outcomes, &pipeline.events, &failure);
+                    fail_all(&mut batch.outcomes, &pipeline.events, |stream| {
+                        pipeline_failure(&error, stream)
+                    });
                     continue;
                 }
                 Err(_elapsed) => {
-                    let failure = PublishFailure::Unavailable(format!(
-                        "redis did not answer the XADDs to stream `{}` within {} ms",
-                        pipeline.stream,
-                        self.config.response_timeout.as_millis()
-                    ));
                     broken.get_or_insert("no reply within response_timeout");
-                    fail_all(&mut batch.outcomes, &pipeline.events, &failure);
+                    let timeout = self.config.response_timeout.as_millis();
+                    fail_all(&mut batch.outcomes, &pipeline.events, |stream| {
+                        PublishFailure::Unavailable(format!(
+                            "redis did not answer the XADD to stream `{stream}` within {timeout} ms"
+                        ))
+                    });
                     continue;
                 }
             };
-            for (index, reply) in pipeline.events.iter().zip(&replies) {
-                batch.outcomes[*index] = Some(reply_outcome(reply, &pipeline.stream));
+            for ((index, stream), reply) in pipeline.events.iter().zip(&replies) {
+                batch.outcomes[*index] = Some(reply_outcome(reply, stream));
             }
         }
         if let (Some(reason), Some(session)) = (broken, &batch.session) {
@@ -209,37 +208,35 @@ impl RedisPublisher {
     }
 }
 
-/// Fail every event of `indices` with `failure`.
+/// Fail every event of a pipeline, each with the failure `failure` gives
+/// its stream.
 fn fail_all(
     outcomes: &mut [Option<Result<(), PublishFailure>>],
-    indices: &[usize],
-    failure: &PublishFailure,
+    events: &[(usize, String)],
+    failure: impl Fn(&str) -> PublishFailure,
 ) {
-    for index in indices {
-        outcomes[*index] = Some(Err(failure.clone()));
+    for (index, stream) in events {
+        outcomes[*index] = Some(Err(failure(stream)));
     }
 }
 
 /// The pipelines of a batch, each with its entries in batch order: one for
 /// a server, one per stream for a cluster (a cluster pipeline must stay in
 /// one slot).
-fn group_entries(
-    entries: Vec<Option<Entry>>,
-    per_stream: bool,
-) -> Vec<(String, Vec<(usize, Entry)>)> {
-    let mut groups: Vec<(String, Vec<(usize, Entry)>)> = Vec::new();
+fn group_entries(entries: Vec<Option<Entry>>, per_stream: bool) -> Vec<Vec<(usize, Entry)>> {
+    let mut groups: Vec<Vec<(usize, Entry)>> = Vec::new();
     for (index, entry) in entries.into_iter().enumerate() {
         let Some(entry) = entry else { continue };
         let group = if per_stream {
             groups
                 .iter()
-                .position(|(stream, _)| *stream == entry.stream)
+                .position(|group| group[0].1.stream == entry.stream)
         } else {
             (!groups.is_empty()).then_some(0)
         };
         match group {
-            Some(position) => groups[position].1.push((index, entry)),
-            None => groups.push((entry.stream.clone(), vec![(index, entry)])),
+            Some(position) => groups[position].push((index, entry)),
+            None => groups.push(vec![(index, entry)]),
         }
     }
     groups
