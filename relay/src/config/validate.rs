@@ -166,7 +166,9 @@ impl RelayConfig {
         )?;
         for (topic, stream) in &redis.streams {
             if let Some((field, reason)) = stream.problem() {
-                return Err(Problem::new(&["redis", "streams", topic, field], reason));
+                // A missing field is placed at the stream's key.
+                return Err(Problem::new(&["redis", "streams", topic, field], reason)
+                    .related_to(&["redis", "streams", topic, "key"]));
             }
         }
         Ok(())

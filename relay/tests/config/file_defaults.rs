@@ -79,6 +79,7 @@ fn the_example_file_shows_every_field() {
         "retention",
         "kafka",
         "amqp",
+        "redis",
         "http",
     ];
     for table in tables {
@@ -94,7 +95,8 @@ fn the_example_file_shows_every_field() {
                 // Optional fields without a default value are shown commented out.
                 || EXAMPLE.contains(&format!("\n# {field} = "))
                 // Per-topic routes are shown as a commented example.
-                || (table == "amqp" && field == "routing" && EXAMPLE.contains("# [amqp.routing.\""));
+                || (table == "amqp" && field == "routing" && EXAMPLE.contains("# [amqp.routing.\""))
+                || (table == "redis" && field == "streams" && EXAMPLE.contains("# [redis.streams.\""));
             assert!(
                 shown,
                 "relay/examples/relay.toml does not show [{table}] {field}"

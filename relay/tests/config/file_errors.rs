@@ -287,6 +287,55 @@ fn relations_between_fields_are_checked_and_explained() {
 }
 
 #[test]
+fn redis_stream_settings_are_checked_and_explained() {
+    let cases: [(&str, &[&str]); 8] = [
+        (
+            "[redis]\nresponse_timeout = \"10s\"",
+            &["redis.response_timeout: 10s must be less than publish_timeout (10s)"],
+        ),
+        (
+            "[redis]\nconnect_timeout = \"0s\"",
+            &["redis.connect_timeout"],
+        ),
+        (
+            "[redis.streams.orders]\nkey = \"{topic}:p:{partition}\"",
+            &[
+                "redis.streams.orders.partitions",
+                "has {partition}",
+                "(line 2, column 1)",
+            ],
+        ),
+        (
+            "[redis.streams.orders]\npartitions = 4",
+            &[
+                "redis.streams.orders.partitions",
+                "no {partition}",
+                "(line 2, column 1)",
+            ],
+        ),
+        (
+            "[redis.streams.orders]\nkey = \"{topic}:{tenant}\"",
+            &["redis.streams.orders.key", "`{tenant}`", "{aggregate_type}"],
+        ),
+        (
+            "[redis.streams.orders]\nmaxlen = 10\nmax_age = \"1h\"",
+            &["redis.streams.orders.max_age", "not both"],
+        ),
+        (
+            "[redis.streams.orders]\nmaxlen = 0",
+            &["redis.streams.orders.maxlen", "at least 1"],
+        ),
+        (
+            "[redis.streams.orders]\nstream = \"x\"",
+            &["unknown field `stream`", "`key`"],
+        ),
+    ];
+    for (text, parts) in cases {
+        assert_contains(&config_error(text), parts);
+    }
+}
+
+#[test]
 fn kafka_options_that_break_the_contract_are_refused() {
     let cases: [(&str, &[&str]); 5] = [
         (

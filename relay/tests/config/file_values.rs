@@ -109,6 +109,40 @@ fn a_full_config_parses() {
 }
 
 #[test]
+fn redis_streams_parse() {
+    let config = parse_config(
+        r#"
+        [redis]
+        response_timeout = "2s"
+        connect_timeout = "1s"
+
+        [redis.streams."orders"]
+        key = "orders:p:{partition}"
+        partitions = 8
+        maxlen = 1000000
+
+        [redis.streams."audit"]
+        max_age = "7d"
+        "#,
+    );
+    assert_eq!(config.redis.response_timeout, Duration::from_secs(2));
+    assert_eq!(config.redis.connect_timeout, Duration::from_secs(1));
+    let orders = &config.redis.streams["orders"];
+    assert_eq!(orders.partitions, Some(8));
+    assert_eq!(orders.maxlen, Some(1_000_000));
+    let key = orders.stream_key().expect("valid key");
+    assert!(key.uses_partition());
+    assert_eq!(key.template(), "orders:p:{partition}");
+    let audit = &config.redis.streams["audit"];
+    assert_eq!(audit.max_age, Some(Duration::from_secs(7 * 86_400)));
+    assert_eq!(audit.stream_key().expect("default").template(), "{topic}");
+    assert_eq!(
+        RelayConfig::default().redis.response_timeout,
+        Duration::from_secs(5)
+    );
+}
+
+#[test]
 fn durations_parse() {
     let cases = [
         ("0s", Duration::ZERO),
