@@ -14,7 +14,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 ALL_OUTBOX="postgres,mysql,sqlite,kafka,rabbitmq,backoff,opentelemetry"
 ALL_INBOX="postgres,mysql,sqlite,kafka,rabbitmq,tls,opentelemetry"
-ALL_RELAY="postgres,mysql,sqlite,kafka,rabbitmq,logical,tls"
+ALL_RELAY="postgres,mysql,sqlite,kafka,rabbitmq,redis,logical,tls"
 
 # package|features|targets
 COMBINATIONS=(
@@ -37,6 +37,8 @@ COMBINATIONS=(
     "outbox-relay|sqlite|--lib"
     "outbox-relay|kafka|--lib"
     "outbox-relay|rabbitmq|--lib"
+    "outbox-relay|redis|--lib"
+    "outbox-relay|postgres,redis|--lib"
     "outbox-relay|logical|--lib"
     "outbox-relay|postgres,rabbitmq|--lib"
     "outbox-relay|$ALL_RELAY|--lib"
@@ -93,6 +95,7 @@ refused() {
 }
 PG=postgres://postgres@127.0.0.1:5432/test
 refused kafka --database-url "$PG" --broker kafka://127.0.0.1:9092
+refused redis --database-url "$PG" --broker redis://127.0.0.1:6379
 refused tls --database-url "$PG" --broker amqps://guest:guest@127.0.0.1:5671/%2f
 refused sqlite --database-url sqlite://outbox-not-built.db --broker stdout
 refused mysql --database-url mysql://root@127.0.0.1:3306/test --broker stdout
