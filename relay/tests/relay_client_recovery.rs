@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use outbox_relay::publish::{KafkaPublisher, KafkaPublisherConfig, Publisher};
 use outbox_relay::{DatabaseUrl, RelayConfig, RelayService};
-use outbox_testkit::{Collected, TcpProxy, TestDatabase, kafka, rabbitmq, unique_name};
+use outbox_testkit::{
+    Collected, TcpProxy, TestDatabase, kafka, rabbitmq, redis as redis_kit, unique_name,
+};
 use support::http::{endpoint_address, get, sample};
 use support::process::{RelayProcess, wait_until};
 use support::workload::{check_delivery, enqueue_events};
@@ -41,6 +43,10 @@ message_timeout = "500ms"
 
 [amqp]
 confirm_timeout = "500ms"
+connect_timeout = "500ms"
+
+[redis]
+response_timeout = "500ms"
 connect_timeout = "500ms"
 "#
     )
@@ -387,33 +393,46 @@ async fn a_relay_that_cannot_publish_hands_its_partitions_to_a_healthy_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_relay_cut_off_from_rabbitmq_stands_by_and_rejoins_once_it_reaches_it() {
-    const EVENTS_PER_ROUND: u64 = 1_000;
-    let db = outbox_testkit::postgres().await;
     let exchange = unique_name("rejoin");
     let collected = rabbitmq::exchange_consumer(&exchange).await;
+    cut_off_relay_stands_by_and_rejoins(&exchange, collected, &rabbitmq::amqp_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relay_cut_off_from_redis_stands_by_and_rejoins_once_it_reaches_it() {
+    let stream = unique_name("rejoin");
+    redis_kit::require_redis().await;
+    let collected = redis_kit::stream_consumer(&stream);
+    cut_off_relay_stands_by_and_rejoins(&stream, collected, &redis_kit::redis_url()).await;
+}
+
+/// Two relays share the partitions, one of them reaching the broker at
+/// `url` through a proxy: cut off, it hands its partitions to the other
+/// and is not ready; reconnected, it takes its share back, counts a client
+/// rebuild and is ready again. Nothing is lost and order holds on
+/// `topic`, whose deliveries `collected` gathers.
+async fn cut_off_relay_stands_by_and_rejoins(topic: &str, collected: Collected, url: &str) {
+    const EVENTS_PER_ROUND: u64 = 1_000;
+    let db = outbox_testkit::postgres().await;
     outbox::migrate(db.pool()).await.expect("migrate");
-    let proxy = TcpProxy::in_front_of(&rabbitmq::amqp_url()).await;
-    let proxied_url = proxy.route(&rabbitmq::amqp_url());
-    assert_ne!(
-        proxied_url,
-        rabbitmq::amqp_url(),
-        "the AMQP URL goes through the proxy"
-    );
+    let proxy = TcpProxy::in_front_of(url).await;
+    let proxied_url = proxy.route(url);
+    assert_ne!(proxied_url, url, "the broker URL goes through the proxy");
 
     let cut_off = RelayProcess::spawn(db.url(), &proxied_url, &config("cut-off", ""));
-    let direct = RelayProcess::spawn(db.url(), &rabbitmq::amqp_url(), &config("direct", ""));
+    let direct = RelayProcess::spawn(db.url(), url, &config("direct", ""));
     let cut_off_http = endpoint_address(&cut_off).await;
     let shared = wait_until(Duration::from_secs(60), || async {
         leases_of(&db, "cut-off").await > 0 && leases_of(&db, "direct").await > 0
     })
     .await;
     assert!(shared, "the two relays never shared the partitions");
-    let mut enqueued = enqueue_events(db.pool(), &exchange, EVENTS_PER_ROUND, 100, 100).await;
+    let mut enqueued = enqueue_events(db.pool(), topic, EVENTS_PER_ROUND, 100, 100).await;
     wait_for_delivery(&db, &collected, enqueued.len(), Duration::from_secs(60)).await;
 
     // Cut off from the broker, it hands its partitions to the other relay.
     proxy.sever();
-    let more = enqueue_events(db.pool(), &exchange, EVENTS_PER_ROUND, 100, 100).await;
+    let more = enqueue_events(db.pool(), topic, EVENTS_PER_ROUND, 100, 100).await;
     enqueued.extend(more);
     let handed_over = wait_until(Duration::from_secs(90), || async {
         leases_of(&db, "cut-off").await == 0 && leases_of(&db, "direct").await == 32
@@ -437,7 +456,7 @@ async fn a_relay_cut_off_from_rabbitmq_stands_by_and_rejoins_once_it_reaches_it(
     })
     .await;
     assert!(rejoined, "the relay never rejoined:\n{}", cut_off.log());
-    let more = enqueue_events(db.pool(), &exchange, EVENTS_PER_ROUND, 100, 100).await;
+    let more = enqueue_events(db.pool(), topic, EVENTS_PER_ROUND, 100, 100).await;
     enqueued.extend(more);
     wait_for_delivery(&db, &collected, enqueued.len(), Duration::from_secs(60)).await;
     let ready = wait_until(Duration::from_secs(30), || async {
