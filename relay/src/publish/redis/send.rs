@@ -67,6 +67,10 @@ impl Pipelined {
     /// this one (one server, every pipeline written, no failure known).
     pub(super) fn in_order_in_flight(&self) -> bool {
         self.in_order
+            && !self
+                .outcomes
+                .iter()
+                .any(|outcome| matches!(outcome, Some(Err(_))))
     }
 }
 
