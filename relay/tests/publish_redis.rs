@@ -282,3 +282,18 @@ async fn a_batch_over_many_streams_of_a_cluster_is_published_in_order() {
     }
     assert_eq!(total, events.len(), "every event arrived once");
 }
+
+/// `rediss://` against the plain port: the TLS handshake fails, and the
+/// events are unavailable (no attempt spent, no panic).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_handshake_failure_is_unavailable() {
+    redis_kit::require_redis().await;
+    let url = redis_kit::redis_url().replacen("redis://", "rediss://", 1);
+    let publisher = publisher(RedisEndpoint::Server(url), &[]);
+    let outcomes = publisher.publish(&[event("orders", "order-1", 0)]).await;
+    assert!(
+        matches!(&outcomes[0], Err(PublishFailure::Unavailable(_))),
+        "{outcomes:?}"
+    );
+    assert!(!Publisher::is_connected(&publisher));
+}
