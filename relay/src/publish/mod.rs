@@ -8,6 +8,8 @@ use futures::future::BoxFuture;
 use crate::event::OutboundEvent;
 
 mod broker;
+#[cfg(any(feature = "rabbitmq", feature = "redis"))]
+mod client_slot;
 pub mod cloudevent;
 mod hold;
 #[cfg(feature = "kafka")]

@@ -2,7 +2,6 @@
 //! confirm mode: opened on demand, and dropped when the broker closed it
 //! or it is stuck, so that the next publish opens a new one.
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -12,6 +11,7 @@ use lapin::{Channel, Connection, ConnectionProperties};
 
 use super::RabbitMqPublisher;
 use crate::publish::PublishFailure;
+use crate::publish::client_slot::SlotClient;
 
 /// How long closing a broken channel may take before it is abandoned.
 const CHANNEL_CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -27,8 +27,8 @@ pub(super) struct Session {
     idle_channels: Mutex<Vec<Channel>>,
 }
 
-impl Session {
-    fn is_connected(&self) -> bool {
+impl SlotClient for Session {
+    fn is_live(&self) -> bool {
         self.connection.status().connected()
     }
 }
@@ -36,43 +36,26 @@ impl Session {
 impl RabbitMqPublisher {
     /// The current session, if its connection is open.
     pub(super) fn live_session(&self) -> Option<Arc<Session>> {
-        let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        current
-            .as_ref()
-            .filter(|session| session.is_connected())
-            .cloned()
+        self.slot.live()
     }
 
     /// The open session, connecting when there is none.
     pub(super) async fn session(&self) -> Result<Arc<Session>, PublishFailure> {
-        if let Some(session) = self.live_session() {
-            return Ok(session);
-        }
-        let _connecting = self.connecting.lock().await;
-        if let Some(session) = self.live_session() {
-            return Ok(session);
-        }
-        // A session left here is closed (not live): drop it.
-        drop(
-            self.current
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take(),
-        );
-        let connection = self.open_connection().await?;
-        if self.ever_connected.swap(true, Ordering::Relaxed) {
-            self.rebuilds.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(url = %self.display_url, "reconnected to rabbitmq");
-        } else {
-            tracing::info!(url = %self.display_url, "connected to rabbitmq");
-        }
-        let session = Arc::new(Session {
-            connection,
-            generation: self.sessions_opened.fetch_add(1, Ordering::Relaxed) + 1,
-            idle_channels: Mutex::new(Vec::new()),
-        });
-        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&session));
-        Ok(session)
+        self.slot
+            .get_or_open(|generation| async move {
+                let connection = self.open_connection().await?;
+                if generation > 1 {
+                    tracing::info!(url = %self.display_url, generation, "reconnected to rabbitmq");
+                } else {
+                    tracing::info!(url = %self.display_url, "connected to rabbitmq");
+                }
+                Ok(Session {
+                    connection,
+                    generation,
+                    idle_channels: Mutex::new(Vec::new()),
+                })
+            })
+            .await
     }
 
     /// A new connection to the broker, bounded by `connect_timeout`.
@@ -107,14 +90,7 @@ impl RabbitMqPublisher {
     /// Drop `session` if it is still the current one, so that the next
     /// publish opens a new connection; it is closed in the background.
     pub(super) fn discard_session(&self, session: &Arc<Session>, reason: &str) {
-        let discarded = {
-            let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-            match current.as_ref() {
-                Some(held) if Arc::ptr_eq(held, session) => current.take(),
-                _ => None,
-            }
-        };
-        let Some(discarded) = discarded else {
+        let Some(discarded) = self.slot.take_if_current(session) else {
             return;
         };
         tracing::warn!(url = %self.display_url, reason, "dropping the rabbitmq connection; the next publish opens a new one");

@@ -45,14 +45,14 @@ mod send;
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 
 pub use config::RabbitMqPublisherConfig;
 
 use crate::event::OutboundEvent;
+use crate::publish::client_slot::ClientSlot;
 use crate::publish::send_order::SendOrder;
 use crate::publish::{Broker, PublishFailure};
 use crate::tasks::Tasks;
@@ -65,19 +65,11 @@ pub struct RabbitMqPublisher {
     config: RabbitMqPublisherConfig,
     /// Display form of the URL, password masked.
     display_url: String,
-    current: Mutex<Option<Arc<Session>>>,
-    /// Held while connecting, so that concurrent publishes open one
-    /// connection, not one each.
-    connecting: tokio::sync::Mutex<()>,
+    /// The connection, opened on demand and replaced once the broker
+    /// closed it or it got stuck.
+    slot: ClientSlot<Session>,
     /// Exchanges found to exist.
     exchanges: Mutex<HashSet<String>>,
-    /// Connections replaced after the previous one was closed by the broker
-    /// or stuck.
-    rebuilds: AtomicU64,
-    /// Whether a connection was ever opened: a later one is a rebuild.
-    ever_connected: AtomicBool,
-    /// Connections opened so far: each session's generation.
-    sessions_opened: AtomicU64,
     /// Sends whose confirms are still to come, per connection: a send on a
     /// new connection waits until those of the replaced one are settled.
     send_order: Arc<SendOrder>,
@@ -108,12 +100,8 @@ impl RabbitMqPublisher {
         Ok(Self {
             display_url: mask_password(&config.url),
             config,
-            current: Mutex::new(None),
-            connecting: tokio::sync::Mutex::new(()),
+            slot: ClientSlot::default(),
             exchanges: Mutex::new(HashSet::new()),
-            rebuilds: AtomicU64::new(0),
-            ever_connected: AtomicBool::new(false),
-            sessions_opened: AtomicU64::new(0),
             send_order: SendOrder::new(),
             tasks: Tasks::new(),
         })
@@ -185,12 +173,7 @@ impl Broker for RabbitMqPublisher {
 
     fn recover(&self) -> BoxFuture<'_, Result<(), PublishFailure>> {
         Box::pin(async move {
-            let current = self
-                .current
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            if let Some(session) = current {
+            if let Some(session) = self.slot.current() {
                 self.discard_session(&session, "every publish failed for a long while");
             }
             self.session().await.map(|_| ())
@@ -198,7 +181,7 @@ impl Broker for RabbitMqPublisher {
     }
 
     fn client_rebuilds(&self) -> u64 {
-        self.rebuilds.load(Ordering::Relaxed)
+        self.slot.rebuilds()
     }
 }
 

@@ -11,6 +11,7 @@ use redis::{AsyncConnectionConfig, RedisError};
 
 use super::config::{RedisEndpoint, RedisPublisherConfig};
 use crate::publish::PublishFailure;
+use crate::publish::client_slot::SlotClient;
 
 /// Requests a connection may hold before they are written: far more than
 /// the sends the relay keeps in flight, so that handing a pipeline over
@@ -35,6 +36,12 @@ pub(super) struct Session {
     /// Set once a send on it failed for want of the connection: the next
     /// send opens a new one.
     broken: AtomicBool,
+}
+
+impl SlotClient for Session {
+    fn is_live(&self) -> bool {
+        !self.is_broken()
+    }
 }
 
 impl Session {

@@ -34,8 +34,7 @@ mod outcome;
 mod send;
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
@@ -43,6 +42,7 @@ pub use crate::publish::StreamKey;
 pub use config::{RedisEndpoint, RedisPublisherConfig, RedisStream, StreamTrim};
 
 use crate::event::OutboundEvent;
+use crate::publish::client_slot::ClientSlot;
 use crate::publish::send_order::SendOrder;
 use crate::publish::{Broker, PublishFailure};
 use connection::Session;
@@ -64,16 +64,8 @@ use send::Pipelined;
 /// ```
 pub struct RedisPublisher {
     config: RedisPublisherConfig,
-    current: Mutex<Option<Arc<Session>>>,
-    /// Held while connecting, so that concurrent publishes open one
-    /// connection, not one each.
-    connecting: tokio::sync::Mutex<()>,
-    /// Connections replaced after the previous one failed.
-    rebuilds: AtomicU64,
-    /// Whether a connection was ever opened: a later one is a rebuild.
-    ever_connected: AtomicBool,
-    /// Connections opened so far: each session's generation.
-    sessions_opened: AtomicU64,
+    /// The connection, opened on demand and replaced once it failed.
+    slot: ClientSlot<Session>,
     /// Sends whose replies are still to come, per connection: a send on a
     /// new connection waits until those of the replaced one are settled.
     send_order: Arc<SendOrder>,
@@ -101,11 +93,7 @@ impl RedisPublisher {
         config.validate()?;
         Ok(RedisPublisher {
             config,
-            current: Mutex::new(None),
-            connecting: tokio::sync::Mutex::new(()),
-            rebuilds: AtomicU64::new(0),
-            ever_connected: AtomicBool::new(false),
-            sessions_opened: AtomicU64::new(0),
+            slot: ClientSlot::default(),
             send_order: SendOrder::new(),
         })
     }
@@ -126,47 +114,24 @@ impl RedisPublisher {
 
     /// The live connection, opened when there is none.
     async fn session(&self) -> Result<Arc<Session>, PublishFailure> {
-        if let Some(session) = self.live_session() {
-            return Ok(session);
-        }
-        let _connecting = self.connecting.lock().await;
-        if let Some(session) = self.live_session() {
-            return Ok(session);
-        }
-        let generation = self.sessions_opened.fetch_add(1, Ordering::Relaxed) + 1;
-        let session = Arc::new(connection::open(&self.config, generation).await?);
-        if self.ever_connected.swap(true, Ordering::Relaxed) {
-            self.rebuilds.fetch_add(1, Ordering::Relaxed);
-        }
-        tracing::info!(
-            endpoint = %self.config.endpoint.masked(),
-            generation,
-            "connected to redis"
-        );
-        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&session));
-        Ok(session)
-    }
-
-    /// The current connection, unless it failed.
-    fn live_session(&self) -> Option<Arc<Session>> {
-        self.current
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .filter(|session| !session.is_broken())
-            .cloned()
+        self.slot
+            .get_or_open(|generation| async move {
+                let session = connection::open(&self.config, generation).await?;
+                tracing::info!(
+                    endpoint = %self.config.endpoint.masked(),
+                    generation,
+                    "connected to redis"
+                );
+                Ok(session)
+            })
+            .await
     }
 
     /// Drop `session` (if it is still the current one): the next publish
     /// opens a new connection.
     fn discard_session(&self, session: &Arc<Session>, reason: &str) {
         session.mark_broken();
-        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        if current
-            .as_ref()
-            .is_some_and(|held| Arc::ptr_eq(held, session))
-        {
-            *current = None;
+        if self.slot.take_if_current(session).is_some() {
             tracing::warn!(
                 endpoint = %self.config.endpoint.masked(),
                 generation = session.generation,
@@ -199,7 +164,7 @@ impl Broker for RedisPublisher {
     }
 
     fn is_connected(&self) -> bool {
-        self.live_session().is_some()
+        self.slot.live().is_some()
     }
 
     /// A pipeline keeps the order of its commands, and one aggregate's
@@ -210,12 +175,7 @@ impl Broker for RedisPublisher {
 
     fn recover(&self) -> BoxFuture<'_, Result<(), PublishFailure>> {
         Box::pin(async move {
-            let current = self
-                .current
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            if let Some(session) = current {
+            if let Some(session) = self.slot.current() {
                 self.discard_session(&session, "every publish failed for a long while");
             }
             self.session().await.map(drop)
@@ -223,7 +183,7 @@ impl Broker for RedisPublisher {
     }
 
     fn client_rebuilds(&self) -> u64 {
-        self.rebuilds.load(Ordering::Relaxed)
+        self.slot.rebuilds()
     }
 }
 
