@@ -307,25 +307,12 @@ fn check_kafka_broker(broker: &str) -> Result<(), String> {
 }
 
 fn parse_amqp(scheme: &str, rest: &str) -> Result<BrokerUrl, String> {
-    let UrlParts {
-        authority,
-        after_authority,
-    } = UrlParts::split(rest);
-    let host_and_port = match authority.rfind('@') {
-        Some(at) => &authority[at + 1..],
-        None => authority,
-    };
-    let (host, port) = split_host_port(host_and_port)?;
-    if host.is_empty() {
-        return Err(format!(
-            "no host; write {scheme}://USER:PASSWORD@HOST[:PORT]/VHOST, e.g. {scheme}://guest:guest@localhost/%2f"
-        ));
-    }
-    check_host(host)?;
-    if let Some(port) = port {
-        parse_port(port)?;
-    }
-    let path = after_authority.split(['?', '#']).next().unwrap_or_default();
+    let path = checked_server(
+        rest,
+        &format!(
+            "{scheme}://USER:PASSWORD@HOST[:PORT]/VHOST, e.g. {scheme}://guest:guest@localhost/%2f"
+        ),
+    )?;
     if let Some(vhost) = path.strip_prefix('/')
         && vhost.contains('/')
     {
@@ -336,6 +323,28 @@ fn parse_amqp(scheme: &str, rest: &str) -> Result<BrokerUrl, String> {
     Ok(BrokerUrl::Amqp {
         url: format!("{scheme}://{rest}"),
     })
+}
+
+/// The path of a one-server URL (`rest` follows `scheme://`), once the host
+/// and port after any `USER:PASSWORD@` are checked; `usage` says how to
+/// write the URL when it names no host.
+fn checked_server<'a>(rest: &'a str, usage: &str) -> Result<&'a str, String> {
+    let UrlParts {
+        authority,
+        after_authority,
+    } = UrlParts::split(rest);
+    let host_and_port = authority
+        .rfind('@')
+        .map_or(authority, |at| &authority[at + 1..]);
+    let (host, port) = split_host_port(host_and_port)?;
+    if host.is_empty() {
+        return Err(format!("no host; write {usage}"));
+    }
+    check_host(host)?;
+    if let Some(port) = port {
+        parse_port(port)?;
+    }
+    Ok(after_authority.split(['?', '#']).next().unwrap_or_default())
 }
 
 /// Whether `url` is a `rediss://` (TLS) URL.
@@ -359,30 +368,15 @@ fn cluster_url(nodes: &[String]) -> String {
 }
 
 fn parse_redis(scheme: &str, rest: &str) -> Result<BrokerUrl, String> {
-    let UrlParts {
-        authority,
-        after_authority,
-    } = UrlParts::split(rest);
-    let host_and_port = match authority.rfind('@') {
-        Some(at) => &authority[at + 1..],
-        None => authority,
-    };
-    if host_and_port.contains(',') {
+    if UrlParts::split(rest).authority.contains(',') {
         return Err(format!(
             "{scheme}:// names one server; for a Redis Cluster write {scheme}+cluster://HOST:PORT[,HOST:PORT...]"
         ));
     }
-    let (host, port) = split_host_port(host_and_port)?;
-    if host.is_empty() {
-        return Err(format!(
-            "no host; write {scheme}://[USER:PASSWORD@]HOST[:PORT][/DB], e.g. {scheme}://localhost:6379"
-        ));
-    }
-    check_host(host)?;
-    if let Some(port) = port {
-        parse_port(port)?;
-    }
-    let path = after_authority.split(['?', '#']).next().unwrap_or_default();
+    let path = checked_server(
+        rest,
+        &format!("{scheme}://[USER:PASSWORD@]HOST[:PORT][/DB], e.g. {scheme}://localhost:6379"),
+    )?;
     let database = path.trim_start_matches('/');
     if !database.is_empty() && database.parse::<u16>().is_err() {
         return Err(format!(
