@@ -40,6 +40,12 @@ pub enum Error {
     #[error("amqp: {0}")]
     Amqp(#[source] ClientError),
 
+    /// The Redis client failed: a command, or reaching the server.
+    /// The client's error is a `redis::RedisError`
+    /// ([`ClientError::downcast_ref`]).
+    #[error("redis: {0}")]
+    Redis(#[source] ClientError),
+
     /// The broker did not take a dead letter: it nacked it, could not
     /// route it, or did not confirm it in time. The message stays
     /// unacknowledged and dead-lettering is tried again.
@@ -62,6 +68,12 @@ impl Error {
     #[cfg(feature = "rabbitmq")]
     pub(crate) fn amqp(error: lapin::Error) -> Error {
         Error::Amqp(ClientError::new(error))
+    }
+
+    /// The Redis client's `error`.
+    #[cfg(feature = "redis")]
+    pub(crate) fn redis(error: redis::RedisError) -> Error {
+        Error::Redis(ClientError::new(error))
     }
 }
 

@@ -1,6 +1,6 @@
 //! [`IncomingEvent`]: a CloudEvent as it arrives, from Kafka headers, AMQP
-//! properties or a CloudEvents JSON line written the way the relay writes
-//! them, and its typed decoding.
+//! properties, Redis stream entry fields or a CloudEvents JSON line written
+//! the way the relay writes them, and its typed decoding.
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -90,6 +90,63 @@ impl IncomingEvent {
         }
         stand_in_for_trace_attributes(&mut attributes, plain_trace_headers);
         IncomingEvent::from_attributes(attributes, value.to_vec())
+    }
+
+    /// Build from the fields of a Redis stream entry as the relay writes
+    /// them (`docs/wire-format.md`): `ce_<attribute>` fields, `content-type`
+    /// as `datacontenttype`, and the `data` field as the payload. Plain
+    /// W3C `traceparent` / `tracestate` fields stand in for missing
+    /// `ce_traceparent` / `ce_tracestate`; other fields are ignored.
+    ///
+    /// ```
+    /// use outbox_inbox::IncomingEvent;
+    ///
+    /// let fields = [
+    ///     ("ce_id", &b"0195f3a8-7d2c-7000-8000-000000000001"[..]),
+    ///     ("ce_type", &b"order.created"[..]),
+    ///     ("ce_source", &b"/orders"[..]),
+    ///     ("ce_partitionkey", &b"o-7"[..]),
+    ///     ("content-type", &b"application/json"[..]),
+    ///     ("data", &br#"{"order_id":7}"#[..]),
+    /// ];
+    /// let event = IncomingEvent::from_redis(fields)?;
+    /// assert_eq!(event.attributes["partitionkey"], "o-7");
+    /// assert_eq!(event.data, br#"{"order_id":7}"#);
+    /// # Ok::<(), outbox_inbox::DecodeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`IncomingEvent::from_attributes`]; an entry without a `data`
+    /// field is [`DecodeError::MissingAttribute`] (`data`), a non-UTF-8
+    /// `ce_` field [`DecodeError::InvalidAttribute`].
+    pub fn from_redis<'f>(
+        fields: impl IntoIterator<Item = (&'f str, &'f [u8])>,
+    ) -> Result<Self, DecodeError> {
+        let mut attributes = BTreeMap::new();
+        let mut plain_trace_fields = Vec::new();
+        let mut data = None;
+        for (name, bytes) in fields {
+            if name == wire::REDIS_DATA_FIELD {
+                data = Some(bytes);
+                continue;
+            }
+            let Some(attribute) = wire::attribute_of_redis_field(name) else {
+                if let Some(value) = plain_trace_header(name, Some(bytes)) {
+                    plain_trace_fields.push((name.to_owned(), value));
+                }
+                continue;
+            };
+            let text = std::str::from_utf8(bytes).map_err(|_| DecodeError::InvalidAttribute {
+                attribute: "ce_*",
+                reason: format!("field {name} is not UTF-8"),
+            })?;
+            attributes.insert(attribute.to_owned(), text.to_owned());
+        }
+        stand_in_for_trace_attributes(&mut attributes, plain_trace_fields);
+        let data = data.ok_or(DecodeError::MissingAttribute {
+            attribute: wire::REDIS_DATA_FIELD,
+        })?;
+        IncomingEvent::from_attributes(attributes, data.to_vec())
     }
 
     /// Build from AMQP headers with the `cloudEvents:` prefix and the body;
@@ -552,6 +609,40 @@ mod tests {
             other.decode::<OrderCreated>(),
             Err(DecodeError::UnexpectedType { .. })
         ));
+    }
+
+    #[test]
+    fn a_redis_entry_reads_as_the_relay_writes_it() {
+        let fields: [(&str, &[u8]); 8] = [
+            ("ce_id", b"e-1"),
+            ("ce_type", b"order.created"),
+            ("ce_source", b"/orders"),
+            ("ce_partitionkey", b"o-1"),
+            ("ce_tenant", b"acme"),
+            ("content-type", b"application/json"),
+            ("data", br#"{"order_id":1}"#),
+            ("traceparent", PLAIN_PARENT.as_bytes()),
+        ];
+        let event = IncomingEvent::from_redis(fields).expect("decodes");
+        assert_eq!(event.id, "e-1");
+        assert_eq!(event.attributes["tenant"], "acme");
+        assert_eq!(event.attributes["datacontenttype"], "application/json");
+        assert_eq!(event.traceparent(), Some(PLAIN_PARENT));
+        assert_eq!(event.data, br#"{"order_id":1}"#);
+        assert!(!event.attributes.contains_key("data"));
+
+        let no_data =
+            IncomingEvent::from_redis(fields.iter().copied().filter(|(n, _)| *n != "data"));
+        assert_eq!(
+            no_data,
+            Err(DecodeError::MissingAttribute { attribute: "data" })
+        );
+        let no_id =
+            IncomingEvent::from_redis(fields.iter().copied().filter(|(n, _)| *n != "ce_id"));
+        assert_eq!(
+            no_id,
+            Err(DecodeError::MissingAttribute { attribute: "id" })
+        );
     }
 
     #[test]

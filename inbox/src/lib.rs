@@ -3,19 +3,19 @@
 //! "Read side: the inbox"; the table is in `docs/schema.md`).
 //!
 //! [`Inbox`] is the core. [`IncomingEvent`] turns a message written by the
-//! relay (Kafka headers or AMQP properties, `docs/wire-format.md`) into a
-//! typed `#[derive(Event)]` struct.
+//! relay (Kafka headers, AMQP properties or Redis stream entry fields,
+//! `docs/wire-format.md`) into a typed `#[derive(Event)]` struct.
 //!
-//! The [`kafka`] and [`rabbitmq`] adapters run every message through one
-//! delivery policy (`docs/inbox.md`): decode, process in the inbox
+//! The [`kafka`], [`rabbitmq`] and [`redis`] adapters run every message
+//! through one delivery policy (`docs/inbox.md`): decode, process in the inbox
 //! transaction, classify the result, back off, dead-letter poison and
-//! messages out of attempts. Both treat a database outage the same way and
+//! messages out of attempts. All treat a database outage the same way and
 //! report the same [`ConsumerStats`]. They run each handler attempt in an
 //! `inbox.handle` span ([`handler_span`]); with the `opentelemetry` feature
 //! it continues the producer's trace from the message's W3C `traceparent`.
 
 mod backend;
-#[cfg(any(feature = "kafka", feature = "rabbitmq"))]
+#[cfg(any(feature = "kafka", feature = "rabbitmq", feature = "redis"))]
 mod consumer;
 mod delivery;
 mod error;
@@ -24,11 +24,13 @@ mod inbox;
 mod incoming;
 #[cfg(feature = "kafka")]
 pub mod kafka;
-#[cfg(any(feature = "kafka", feature = "rabbitmq"))]
+#[cfg(any(feature = "kafka", feature = "rabbitmq", feature = "redis"))]
 mod policy;
 mod prune;
 #[cfg(feature = "rabbitmq")]
 pub mod rabbitmq;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod stats;
 mod trace_context;
 

@@ -1,15 +1,38 @@
-//! What the Kafka and the RabbitMQ consumer share: the methods of their
-//! configurations' retry settings ([`impl_retry_settings!`]) and batch
-//! settings ([`impl_batch_settings!`]), the log
-//! line of a stopped consumer ([`log_consumer_stopped!`]), the counters of
-//! their stats (`counters.rs`) and the pruning task beside them
-//! (`pruning.rs`).
+//! What the broker consumers share: the methods of their configurations'
+//! retry settings ([`impl_retry_settings!`]) and batch settings
+//! ([`impl_batch_settings!`]), the log line of a stopped consumer
+//! ([`log_consumer_stopped!`]), the counters of their stats
+//! (`counters.rs`), the pruning task beside them (`pruning.rs`), and the
+//! per-key lanes of the consumers that keep a key's order, Kafka and Redis
+//! Streams (`lanes.rs`).
 
 mod counters;
+#[cfg(any(feature = "kafka", feature = "redis"))]
+mod lanes;
 mod pruning;
 
 pub(crate) use counters::StatsCounters;
+#[cfg(feature = "kafka")]
+pub(crate) use lanes::TaskResult;
+#[cfg(any(feature = "kafka", feature = "redis"))]
+pub(crate) use lanes::{LaneBroker, LaneMessage, MessageLanes, sleep_until_due};
 pub(crate) use pruning::BackgroundPruning;
+
+/// Suffix of the default dead-letter topic or stream: `<topic>.dlq`,
+/// `<stream>.dlq`.
+#[cfg(any(feature = "kafka", feature = "redis"))]
+pub const DEAD_LETTER_SUFFIX: &str = ".dlq";
+
+/// Header (Kafka) or field (Redis Streams) of a dead letter naming why it
+/// was dead-lettered.
+#[cfg(any(feature = "kafka", feature = "redis"))]
+pub const DEAD_LETTER_REASON: &str = "outbox-dead-letter-reason";
+
+/// Header (Kafka) or field (Redis Streams) of a dead letter naming where
+/// it came from: Kafka's `topic/partition/offset`, Redis's
+/// `stream/entry id`.
+#[cfg(any(feature = "kafka", feature = "redis"))]
+pub const DEAD_LETTER_SOURCE: &str = "outbox-dead-letter-source";
 
 /// Give an adapter's configuration `$config` the methods the shared code
 /// needs of its retry settings, the fields `max_attempts`,

@@ -11,8 +11,7 @@ use crate::consumer::{impl_batch_settings, impl_retry_settings};
 use crate::error::Error;
 use crate::prune::PruneSettings;
 
-/// Suffix of the default dead-letter topic: `<topic>.dlq`.
-pub const DEAD_LETTER_SUFFIX: &str = ".dlq";
+pub use crate::consumer::DEAD_LETTER_SUFFIX;
 
 /// Settings of a [`KafkaInboxConsumer`](super::KafkaInboxConsumer).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,8 +16,8 @@ use super::lanes::MessageLanes;
 use super::message::ReceivedMessage;
 use super::offset_commits::{ClosingGuard, OffsetCommitContext, commit, commit_all};
 use crate::backend::InboxBackend;
-use crate::consumer::BackgroundPruning;
 use crate::consumer::log_consumer_stopped;
+use crate::consumer::{BackgroundPruning, sleep_until_due};
 use crate::error::Error;
 use crate::handler::Handler;
 use crate::inbox::Inbox;
@@ -245,14 +245,6 @@ async fn receive_until_stopped<DB: InboxBackend, H: Handler<DB>>(
                 }
             },
         }
-    }
-}
-
-/// Sleep until `due`; forever when there is none (the branch is off then).
-async fn sleep_until_due(due: Option<Instant>) {
-    match due {
-        Some(due) => tokio::time::sleep_until(due).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -15,12 +15,10 @@ use super::logging::LogContext;
 use super::message::ReceivedMessage;
 use crate::error::Error;
 
-/// Header naming why a message was dead-lettered.
-pub const DEAD_LETTER_REASON_HEADER: &str = "outbox-dead-letter-reason";
-
-/// Header naming where a dead-lettered message came from, as
-/// `topic/partition/offset`.
-pub const DEAD_LETTER_SOURCE_HEADER: &str = "outbox-dead-letter-source";
+pub use crate::consumer::{
+    DEAD_LETTER_REASON as DEAD_LETTER_REASON_HEADER,
+    DEAD_LETTER_SOURCE as DEAD_LETTER_SOURCE_HEADER,
+};
 
 /// Bound of one dead-letter topic creation.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);

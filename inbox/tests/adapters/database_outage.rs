@@ -203,7 +203,7 @@ async fn each_event_applied_once<B: BrokerSide, DB: TestBackend>(
 }
 
 // SQLite has no network connection to cut: see the module's documentation.
-on_both_brokers!(
+on_every_broker!(
     [postgres, mysql]
     a_database_outage_loses_nothing_and_applies_each_event_once
 );

@@ -169,7 +169,7 @@ async fn until_both_consumers_take_messages<B: BrokerSide, DB: TestBackend>(
     u64::try_from(published).expect("published")
 }
 
-on_both_brokers!(
+on_every_broker!(
     [postgres, mysql, sqlite]
     triple_delivery_applies_each_event_once,
     racing_duplicates_through_two_consumers_apply_once,

@@ -2,6 +2,8 @@
 //! times, on each broker and backend: the next consumer finds every
 //! committed event a duplicate and applies the rest once. (A real SIGKILL
 //! of a consumer process is `e2e/tests/examples.rs`'s billing consumer.)
+//! On Redis the consumer is killed three times over, each successor a
+//! consumer of another name that takes the pending entries over.
 
 use std::sync::Arc;
 
@@ -16,6 +18,7 @@ use crate::fixture::{
 use crate::kafka_offsets::{crash_before_offset_commit, in_batches};
 use crate::ledger::{Ledger, credit};
 use crate::rabbitmq_side::RabbitMqSide;
+use crate::redis_side::RedisSide;
 
 /// Kafka: the killed consumer committed no offset, so the next one reads
 /// all thirty copies again, each a duplicate.
@@ -82,8 +85,73 @@ async fn a_rabbitmq_consumer_killed_mid_batch_under_triple_delivery_applies_each
     each_applied_once(db, EVENTS).await;
 }
 
+/// Redis: three consumers are killed in turn (their tasks aborted: no
+/// stop, no last `XACK`, their connections gone), each held mid-batch
+/// inside a transaction, while every event is in the stream three times.
+/// Each successor has a name of its own, as a restarted process does, and
+/// takes the pending entries over after `claim_idle`; the last one
+/// finishes the stream: each event applied once, nothing dead-lettered,
+/// nothing left pending.
+async fn a_redis_consumer_killed_three_times_mid_batch_under_triple_delivery_applies_each_event_once<
+    DB: InboxBackend + TestBackend,
+>(
+    db: &TestDatabase<DB>,
+) {
+    const EVENTS: i64 = 60;
+    const KILLS: u32 = 3;
+    prepare(db).await;
+    let consumer = unique_name("killed");
+    let broker = RedisSide::create("killed", 2).await;
+    let once: Vec<Message> = (0..EVENTS)
+        .map(|seq| credit(&format!("acct-{}", seq % 6), seq))
+        .collect();
+    let copies: Vec<Message> = (0..3).flat_map(|_| once.iter().cloned()).collect();
+    broker.publish(&copies).await;
+    let ledger = Arc::new(Ledger::default());
+    let settings = Settings {
+        in_flight: 32,
+        batch_size: 16,
+        ..Settings::default()
+    };
+    let inbox = || Inbox::new(db.pool().clone(), consumer.clone()).expect("inbox");
+
+    for kill in 1..=KILLS {
+        // Each consumer passes 12 handler runs, then holds the next one
+        // inside its batch's transaction, where it is killed.
+        let held_before = ledger.gate.held();
+        ledger.gate.close_after(u64::from(ledger.all_runs()) + 12);
+        let killed = broker.start(inbox(), ledger.handler(), settings);
+        eventually(
+            &format!("kill {kill}: a handler run held mid-batch"),
+            || async { ledger.gate.held() > held_before },
+        )
+        .await;
+        killed.crash().await;
+        ledger.gate.open();
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(
+            broker.pending().await > 0,
+            "kill {kill}: the killed consumer left entries pending"
+        );
+    }
+    let applied_at_kills = db.count("SELECT COUNT(*) FROM effects").await;
+    assert!(
+        applied_at_kills < EVENTS,
+        "{applied_at_kills} events applied at the kills: not mid-stream"
+    );
+
+    let running = broker.start(inbox(), ledger.handler(), settings);
+    wait_for_effects(db, EVENTS).await;
+    wait_until_all_acknowledged(&broker).await;
+    let stats = running.stop().await;
+    assert_eq!(stats.dead_lettered, 0, "{stats:?}");
+    assert_eq!(broker.pending().await, 0, "nothing left pending");
+    each_applied_once(db, EVENTS).await;
+}
+
 outbox_testkit::test_on_backends!(
     [postgres, mysql, sqlite]
     a_kafka_consumer_killed_mid_batch_under_triple_delivery_yields_duplicates_only,
     a_rabbitmq_consumer_killed_mid_batch_under_triple_delivery_applies_each_event_once,
+    a_redis_consumer_killed_three_times_mid_batch_under_triple_delivery_applies_each_event_once,
 );

@@ -1,9 +1,9 @@
-//! The conformance suite of the inbox adapters: every scenario the Kafka
-//! and the RabbitMQ adapter share is written once, generic over the broker
-//! side ([`broker::BrokerSide`]) and the database (`InboxBackend`), and run
-//! on both brokers and on PostgreSQL, MariaDB and SQLite against the real
-//! services (`scripts/test.sh --services-only` starts them; a missing one
-//! fails the test naming it). Tests are named
+//! The conformance suite of the inbox adapters: every scenario the Kafka,
+//! RabbitMQ and Redis Streams adapters share is written once, generic over
+//! the broker side ([`broker::BrokerSide`]) and the database
+//! (`InboxBackend`), and run on every broker and on PostgreSQL, MariaDB
+//! and SQLite against the real services (`scripts/test.sh
+//! --services-only` starts them; a missing one fails the test naming it). Tests are named
 //! `scenario_file::broker::backend::scenario`.
 //!
 //! The shared guarantees (`docs/inbox.md`): each event applied once however
@@ -13,14 +13,16 @@
 //! goes on ([`poison`]); a database outage ridden out without losing or
 //! acknowledging anything early ([`database_outage`]). What only one broker
 //! has stays in its own file: Kafka's offsets across rebalances and crashes
-//! ([`kafka_offsets`]), RabbitMQ's reconnection ([`rabbitmq_connection`]) and topology
-//! ([`rabbitmq_topology`]); a batching consumer killed mid-stream on each
-//! broker ([`kills`]).
+//! ([`kafka_offsets`]), RabbitMQ's reconnection ([`rabbitmq_connection`])
+//! and topology ([`rabbitmq_topology`]), Redis's group, claims, dead-letter
+//! stream and reconnection ([`redis_streams`]); a batching consumer killed
+//! mid-stream on each broker ([`kills`]).
 
-/// One test per scenario on both brokers and the listed backends, in the
+/// One test per scenario on every broker and the listed backends, in the
 /// calling scenario module: each message in a transaction of its own, and
-/// in batches ([`broker::Batched`]: `kafka_batched`, `rabbitmq_batched`).
-macro_rules! on_both_brokers {
+/// in batches ([`broker::Batched`]: `kafka_batched`, `rabbitmq_batched`,
+/// `redis_batched`).
+macro_rules! on_every_broker {
     ($backends:tt $($scenario:ident),+ $(,)?) => {
         outbox_testkit::test_on_backends_for!(
             [
@@ -28,6 +30,8 @@ macro_rules! on_both_brokers {
                 rabbitmq: $crate::rabbitmq_side::RabbitMqSide,
                 kafka_batched: $crate::broker::Batched<$crate::kafka_side::KafkaSide>,
                 rabbitmq_batched: $crate::broker::Batched<$crate::rabbitmq_side::RabbitMqSide>,
+                redis: $crate::redis_side::RedisSide,
+                redis_batched: $crate::broker::Batched<$crate::redis_side::RedisSide>,
             ]
             $backends
             $($scenario),+
@@ -40,6 +44,7 @@ mod fixture;
 mod kafka_side;
 mod ledger;
 mod rabbitmq_side;
+mod redis_side;
 
 mod database_outage;
 mod duplicates;
@@ -48,4 +53,5 @@ mod kills;
 mod poison;
 mod rabbitmq_connection;
 mod rabbitmq_topology;
+mod redis_streams;
 mod retries;

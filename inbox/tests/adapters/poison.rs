@@ -99,7 +99,7 @@ async fn poison_is_dead_lettered_and_consuming_continues<
     }
 }
 
-on_both_brokers!(
+on_every_broker!(
     [postgres, mysql, sqlite]
     poison_is_dead_lettered_and_consuming_continues
 );

@@ -178,7 +178,7 @@ async fn exhausted_attempts_go_to_the_dead_letter_destination<
     );
 }
 
-on_both_brokers!(
+on_every_broker!(
     [postgres, mysql, sqlite]
     a_failing_handler_is_retried_in_place_without_blocking_other_keys,
     exhausted_attempts_go_to_the_dead_letter_destination,
