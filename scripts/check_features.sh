@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 ALL_OUTBOX="postgres,mysql,sqlite,kafka,rabbitmq,backoff,opentelemetry"
-ALL_INBOX="postgres,mysql,sqlite,kafka,rabbitmq,tls,opentelemetry"
+ALL_INBOX="postgres,mysql,sqlite,kafka,rabbitmq,redis,tls,opentelemetry"
 ALL_RELAY="postgres,mysql,sqlite,kafka,rabbitmq,redis,logical,tls"
 
 # package|features|targets
@@ -29,6 +29,7 @@ COMBINATIONS=(
     "outbox-inbox|sqlite|--lib"
     "outbox-inbox|kafka|--lib"
     "outbox-inbox|rabbitmq|--lib"
+    "outbox-inbox|redis|--lib"
     "outbox-inbox|postgres,rabbitmq|--lib"
     "outbox-inbox|$ALL_INBOX|--lib"
     "outbox-relay||--lib"
