@@ -20,6 +20,26 @@ use crate::ledger::{Ledger, credit};
 use crate::rabbitmq_side::RabbitMqSide;
 use crate::redis_side::RedisSide;
 
+/// Events of the RabbitMQ and Redis kills.
+const EVENTS: i64 = 60;
+
+/// Their consumers: two batches of 16 in flight.
+const KILLED_SETTINGS: Settings = Settings {
+    in_flight: 32,
+    max_attempts: 5,
+    retry_base_delay: std::time::Duration::from_millis(50),
+    retry_max_delay: std::time::Duration::from_millis(200),
+    batch_size: 16,
+};
+
+/// [`EVENTS`] credits of six accounts, all three times over.
+fn three_copies_of_each_event() -> Vec<Message> {
+    let once: Vec<Message> = (0..EVENTS)
+        .map(|seq| credit(&format!("acct-{}", seq % 6), seq))
+        .collect();
+    (0..3).flat_map(|_| once.iter().cloned()).collect()
+}
+
 /// Kafka: the killed consumer committed no offset, so the next one reads
 /// all thirty copies again, each a duplicate.
 async fn a_kafka_consumer_killed_mid_batch_under_triple_delivery_yields_duplicates_only<
@@ -38,21 +58,12 @@ async fn a_rabbitmq_consumer_killed_mid_batch_under_triple_delivery_applies_each
 >(
     db: &TestDatabase<DB>,
 ) {
-    const EVENTS: i64 = 60;
     prepare(db).await;
     let consumer = unique_name("killed");
     let broker = RabbitMqSide::create("killed", 1).await;
-    let once: Vec<Message> = (0..EVENTS)
-        .map(|seq| credit(&format!("acct-{}", seq % 6), seq))
-        .collect();
-    let copies: Vec<Message> = (0..3).flat_map(|_| once.iter().cloned()).collect();
-    broker.publish(&copies).await;
+    broker.publish(&three_copies_of_each_event()).await;
     let ledger = Arc::new(Ledger::default());
-    let settings = Settings {
-        in_flight: 32,
-        batch_size: 16,
-        ..Settings::default()
-    };
+    let settings = KILLED_SETTINGS;
     let inbox = || Inbox::new(db.pool().clone(), consumer.clone()).expect("inbox");
 
     // The handler holds its 21st run: the second batch stops inside its
@@ -97,22 +108,13 @@ async fn a_redis_consumer_killed_three_times_mid_batch_under_triple_delivery_app
 >(
     db: &TestDatabase<DB>,
 ) {
-    const EVENTS: i64 = 60;
     const KILLS: u32 = 3;
     prepare(db).await;
     let consumer = unique_name("killed");
     let broker = RedisSide::create("killed", 2).await;
-    let once: Vec<Message> = (0..EVENTS)
-        .map(|seq| credit(&format!("acct-{}", seq % 6), seq))
-        .collect();
-    let copies: Vec<Message> = (0..3).flat_map(|_| once.iter().cloned()).collect();
-    broker.publish(&copies).await;
+    broker.publish(&three_copies_of_each_event()).await;
     let ledger = Arc::new(Ledger::default());
-    let settings = Settings {
-        in_flight: 32,
-        batch_size: 16,
-        ..Settings::default()
-    };
+    let settings = KILLED_SETTINGS;
     let inbox = || Inbox::new(db.pool().clone(), consumer.clone()).expect("inbox");
 
     for kill in 1..=KILLS {

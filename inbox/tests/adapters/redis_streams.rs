@@ -115,16 +115,7 @@ async fn entries_pending_on_a_dead_consumer_are_taken_over_after_claim_idle<
 /// How long the entry pending on `consumer` that was delivered last has
 /// been idle.
 async fn least_idle_on(broker: &RedisSide, consumer: &str) -> Duration {
-    let pending: Vec<(String, String, u64, u64)> = redis::cmd("XPENDING")
-        .arg(&broker.streams[0])
-        .arg(&broker.group)
-        .arg("-")
-        .arg("+")
-        .arg(1000)
-        .arg(consumer)
-        .query_async(&mut broker.connection())
-        .await
-        .expect("XPENDING");
+    let pending = pending_entries_of(broker, consumer).await;
     let idle = pending
         .iter()
         .map(|(_, _, idle, _)| *idle)
@@ -135,7 +126,13 @@ async fn least_idle_on(broker: &RedisSide, consumer: &str) -> Duration {
 
 /// Entries pending on `consumer` in the side's group.
 async fn pending_on(broker: &RedisSide, consumer: &str) -> usize {
-    let pending: Vec<(String, String, u64, u64)> = redis::cmd("XPENDING")
+    pending_entries_of(broker, consumer).await.len()
+}
+
+/// `(id, consumer, idle ms, deliveries)` of each entry pending on
+/// `consumer` in the side's group (`XPENDING`).
+async fn pending_entries_of(broker: &RedisSide, consumer: &str) -> Vec<(String, String, u64, u64)> {
+    redis::cmd("XPENDING")
         .arg(&broker.streams[0])
         .arg(&broker.group)
         .arg("-")
@@ -144,8 +141,7 @@ async fn pending_on(broker: &RedisSide, consumer: &str) -> usize {
         .arg(consumer)
         .query_async(&mut broker.connection())
         .await
-        .expect("XPENDING");
-    pending.len()
+        .expect("XPENDING")
 }
 
 /// Poison whose dead-letter stream cannot take it (the key holds a
