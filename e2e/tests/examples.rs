@@ -1,6 +1,7 @@
 //! Every example, run as its own process the way a user runs it: the
 //! quickstart on SQLite; the orders service on a fresh PostgreSQL database;
-//! the billing consumer fed by the relay through the real RabbitMQ.
+//! the billing consumer fed by the relay through the real RabbitMQ, and
+//! through Redis Streams.
 //!
 //! `cargo test -p outbox-e2e` (and `cargo test --workspace`) builds the
 //! examples next to this test's binary. With a target filter
@@ -17,11 +18,13 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use outbox::{OutboxMessage, OutboxWriter};
+use outbox_relay::publish::redis::{RedisEndpoint, RedisPublisher, RedisPublisherConfig};
 use outbox_relay::publish::{
     PublishFailure, Publisher, RabbitMqPublisher, RabbitMqPublisherConfig,
 };
 use outbox_relay::{OutboundEvent, RelayConfig, RelayService};
 use outbox_testkit::rabbitmq::{amqp_url, delete_topology, require_rabbitmq};
+use outbox_testkit::redis as redis_kit;
 use serde_json::json;
 use support::example::{Example, PATIENCE, example_binary, http};
 use tokio::process::Command;
@@ -301,12 +304,12 @@ async fn two_orders_services_started_at_once_on_a_fresh_database_both_serve() {
 /// A publisher that publishes the first event it is handed a second time,
 /// as a relay does that crashed after the broker acknowledged an event and
 /// before it marked it published.
-struct RepublishFirst<P> {
-    inner: P,
+struct RepublishFirst {
+    inner: Box<dyn Publisher>,
     republished: AtomicBool,
 }
 
-impl<P: Publisher> Publisher for RepublishFirst<P> {
+impl Publisher for RepublishFirst {
     fn publish<'a>(
         &'a self,
         events: &'a [OutboundEvent],
@@ -397,9 +400,89 @@ async fn delete_billing_topology(exchange: &str, queue: &str) {
     let _ = connection.close(200, "OK".into()).await;
 }
 
+/// The broker between the relay and the billing consumer.
+#[derive(Clone, Copy)]
+enum BillingBroker {
+    RabbitMq,
+    Redis,
+}
+
+impl BillingBroker {
+    /// The billing consumer's flags for this broker, the orders going to
+    /// `exchange` (the stream, on Redis) and billing reading `queue`.
+    fn consumer_args(self, exchange: &str, queue: &str) -> Vec<String> {
+        let mut args = vec!["--exchange".to_owned(), exchange.to_owned()];
+        match self {
+            BillingBroker::RabbitMq => {
+                args.extend(["--amqp-url".to_owned(), amqp_url()]);
+                args.extend(["--queue".to_owned(), queue.to_owned()]);
+            }
+            BillingBroker::Redis => args.extend(["--redis-url".to_owned(), redis_kit::redis_url()]),
+        }
+        args
+    }
+
+    /// The relay's publisher to this broker.
+    fn publisher(self) -> Box<dyn Publisher> {
+        match self {
+            BillingBroker::RabbitMq => Box::new(
+                RabbitMqPublisher::new(RabbitMqPublisherConfig::new(amqp_url()))
+                    .expect("a RabbitMQ publisher"),
+            ),
+            BillingBroker::Redis => Box::new(
+                RedisPublisher::new(RedisPublisherConfig::new(RedisEndpoint::Server(
+                    redis_kit::redis_url(),
+                )))
+                .expect("a Redis publisher"),
+            ),
+        }
+    }
+
+    /// What the consumer prints once it consumes.
+    fn consuming_line(self) -> &'static str {
+        match self {
+            BillingBroker::RabbitMq => "consuming queue",
+            BillingBroker::Redis => "consuming stream",
+        }
+    }
+
+    async fn require(self) {
+        match self {
+            BillingBroker::RabbitMq => drop(require_rabbitmq().await),
+            BillingBroker::Redis => drop(redis_kit::require_redis().await),
+        }
+    }
+
+    /// Delete what the test made on the shared broker.
+    async fn clean_up(self, exchange: &str, queue: &str) {
+        match self {
+            BillingBroker::RabbitMq => delete_billing_topology(exchange, queue).await,
+            BillingBroker::Redis => {
+                let mut connection = redis_kit::require_redis().await;
+                redis_kit::delete_keys(
+                    &mut connection,
+                    &[exchange.to_owned(), format!("{exchange}.dlq")],
+                )
+                .await;
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn billing_consumer_invoices_each_order_once_when_an_event_arrives_twice() {
-    require_rabbitmq().await;
+    invoices_each_order_once_when_an_event_arrives_twice(BillingBroker::RabbitMq).await;
+}
+
+#[tokio::test]
+async fn billing_consumer_on_redis_invoices_each_order_once_when_an_event_arrives_twice() {
+    invoices_each_order_once_when_an_event_arrives_twice(BillingBroker::Redis).await;
+}
+
+/// The billing consumer, the relay (through `broker`) publishing the first
+/// of two orders twice: one invoice per order, one duplicate ignored.
+async fn invoices_each_order_once_when_an_event_arrives_twice(broker: BillingBroker) {
+    broker.require().await;
     let producer = outbox_testkit::postgres().await;
     let billing = outbox_testkit::postgres().await;
     outbox::migrate(producer.pool())
@@ -408,28 +491,21 @@ async fn billing_consumer_invoices_each_order_once_when_an_event_arrives_twice()
     let suffix = Uuid::now_v7().simple();
     let exchange = format!("orders-{suffix}");
     let queue = format!("billing-{suffix}");
-    let amqp = amqp_url();
 
-    let mut consumer = Example::spawn(
-        "billing-consumer",
-        &[
-            "--database-url",
-            billing.url(),
-            "--amqp-url",
-            &amqp,
-            "--exchange",
-            &exchange,
-            "--queue",
-            &queue,
-            "--exit-after",
-            "3",
-        ],
-    );
+    let mut args = vec![
+        "--database-url".to_owned(),
+        billing.url().to_owned(),
+        "--exit-after".to_owned(),
+        "3".to_owned(),
+    ];
+    args.extend(broker.consumer_args(&exchange, &queue));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut consumer = Example::spawn("billing-consumer", &args);
     let line = consumer.next_line().await;
-    assert!(line.starts_with("consuming queue"), "{line}");
+    assert!(line.starts_with(broker.consuming_line()), "{line}");
 
     // Two orders, written as the orders service writes them, to this test's
-    // own exchange.
+    // own exchange (stream).
     let order_ids = [Uuid::now_v7(), Uuid::now_v7()];
     write_orders(
         producer.pool(),
@@ -438,14 +514,12 @@ async fn billing_consumer_invoices_each_order_once_when_an_event_arrives_twice()
     )
     .await;
 
-    // The relay, publishing to RabbitMQ, with the first event published twice.
-    let publisher = RabbitMqPublisher::new(RabbitMqPublisherConfig::new(amqp.clone()))
-        .expect("a RabbitMQ publisher");
+    // The relay, with the first event published twice.
     let mut config = RelayConfig::default();
     config.poll_interval_max = Duration::from_millis(50);
     config.instance_id = Some("examples-test".to_owned());
     let republishing: Arc<dyn Publisher> = Arc::new(RepublishFirst {
-        inner: publisher,
+        inner: broker.publisher(),
         republished: AtomicBool::new(false),
     });
     let relay = RelayService::builder()
@@ -495,7 +569,7 @@ async fn billing_consumer_invoices_each_order_once_when_an_event_arrives_twice()
         2
     );
 
-    delete_billing_topology(&exchange, &queue).await;
+    broker.clean_up(&exchange, &queue).await;
 }
 
 #[tokio::test]

@@ -2,8 +2,9 @@
 
 use clap::Parser;
 
-/// Records one invoice per `order.created` event consumed from RabbitMQ,
-/// through the inbox, so a redelivered event changes nothing.
+/// Records one invoice per `order.created` event consumed from RabbitMQ
+/// (or Redis Streams), through the inbox, so a redelivered event changes
+/// nothing.
 #[derive(Debug, Parser)]
 #[command(name = "billing-consumer")]
 pub struct Config {
@@ -23,8 +24,15 @@ pub struct Config {
     )]
     pub amqp_url: String,
 
+    /// Redis to consume from instead of RabbitMQ: the relay then runs with
+    /// `--broker redis://...`, and the consumer reads the stream named by
+    /// `--exchange` through the consumer group `billing`.
+    #[arg(long, env = "REDIS_URL")]
+    pub redis_url: Option<String>,
+
     /// The exchange the relay publishes orders to (the events' `topic`);
-    /// declared as a durable topic exchange when missing.
+    /// declared as a durable topic exchange when missing. With
+    /// `--redis-url`, the stream of that name (created when missing).
     #[arg(long, env = "ORDERS_EXCHANGE", default_value = "orders")]
     pub exchange: String,
 

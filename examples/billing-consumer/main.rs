@@ -15,9 +15,17 @@
 //! It declares the exchange `orders` (durable, topic), the queue
 //! `billing.orders` (durable) and their binding for `order.created`, then
 //! consumes the queue until SIGTERM or Ctrl-C, finishing the deliveries in
-//! flight. Settings: `--database-url` / `DATABASE_URL` (default
+//! flight.
+//!
+//! On Redis Streams, run the relay with `--broker redis://127.0.0.1:6379`
+//! and this consumer with `--redis-url redis://127.0.0.1:6379`: it reads the
+//! stream `orders` through the consumer group `billing` (created when
+//! missing, from the start of the stream) instead.
+//!
+//! Settings: `--database-url` / `DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`), `--amqp-url` / `AMQP_URL`
-//! (default `amqp://guest:guest@127.0.0.1:5672/%2f`), `--exchange` /
+//! (default `amqp://guest:guest@127.0.0.1:5672/%2f`), `--redis-url` /
+//! `REDIS_URL` (none: RabbitMQ), `--exchange` /
 //! `ORDERS_EXCHANGE`, `--queue` / `BILLING_QUEUE`, `--batch-size N` /
 //! `BILLING_BATCH_SIZE` for N deliveries per inbox transaction, and
 //! `--exit-after N` to stop after N deliveries. Stdout gets one line when it consumes and one
@@ -31,8 +39,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use outbox_inbox::ConsumerStats;
 use outbox_inbox::Inbox;
 use outbox_inbox::rabbitmq::{RabbitMqConsumerConfig, RabbitMqInboxConsumer};
+use outbox_inbox::redis::{RedisConsumerConfig, RedisInboxConsumer};
 use sqlx::postgres::PgPoolOptions;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -85,27 +95,19 @@ async fn consume(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let stop = CancellationToken::new();
     stop_on_signal(stop.clone())?;
     let handler = InvoiceHandler::new(config.exit_after, stop.clone());
-    let mut consumer_config = RabbitMqConsumerConfig::new(config.amqp_url, config.queue.clone())
-        .bind(config.exchange.clone(), ORDER_CREATED);
+    let inbox = Inbox::new(pool.clone(), CONSUMER)?;
     // One delivery per connection at once; a batch takes one connection,
     // and twice its size in flight lets the next batch fill meanwhile.
-    consumer_config.prefetch = u16::try_from(POOL_SIZE - 1)
+    let in_flight = u16::try_from(POOL_SIZE - 1)
         .unwrap_or(1)
         .max(config.batch_size.saturating_mul(2));
-    consumer_config = consumer_config.batch(usize::from(config.batch_size), BATCH_WAIT);
-    let consumer = RabbitMqInboxConsumer::new(
-        Inbox::new(pool.clone(), CONSUMER)?,
-        handler,
-        consumer_config,
-    )?;
-    // Before saying it consumes: from then on, what the relay publishes is
-    // routed to the queue.
-    consumer.declare_topology().await?;
-    println!(
-        "consuming queue {} (exchange {}, routing key {ORDER_CREATED})",
-        config.queue, config.exchange
-    );
-    let stats = consumer.run(stop).await?;
+    let batch_size = usize::from(config.batch_size);
+    let stats = match &config.redis_url {
+        Some(redis_url) => {
+            consume_redis(inbox, handler, &config, redis_url, in_flight, stop).await?
+        }
+        None => consume_rabbitmq(inbox, handler, &config, in_flight, batch_size, stop).await?,
+    };
     pool.close().await;
     println!(
         "stopped: {} invoice(s) recorded, {} duplicate(s) ignored, {} retried, {} dead-lettered, \
@@ -117,6 +119,50 @@ async fn consume(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         stats.database_outages
     );
     Ok(())
+}
+
+/// Consume the queue bound to the orders exchange until `stop`.
+async fn consume_rabbitmq(
+    inbox: Inbox<sqlx::Postgres>,
+    handler: InvoiceHandler,
+    config: &Config,
+    prefetch: u16,
+    batch_size: usize,
+    stop: CancellationToken,
+) -> Result<ConsumerStats, Box<dyn std::error::Error>> {
+    let mut consumer_config =
+        RabbitMqConsumerConfig::new(config.amqp_url.clone(), config.queue.clone())
+            .bind(config.exchange.clone(), ORDER_CREATED);
+    consumer_config.prefetch = prefetch;
+    consumer_config = consumer_config.batch(batch_size, BATCH_WAIT);
+    let consumer = RabbitMqInboxConsumer::new(inbox, handler, consumer_config)?;
+    // Before saying it consumes: from then on, what the relay publishes is
+    // routed to the queue.
+    consumer.declare_topology().await?;
+    println!(
+        "consuming queue {} (exchange {}, routing key {ORDER_CREATED})",
+        config.queue, config.exchange
+    );
+    Ok(consumer.run(stop).await?)
+}
+
+/// Consume the orders stream through the group `billing` until `stop`.
+async fn consume_redis(
+    inbox: Inbox<sqlx::Postgres>,
+    handler: InvoiceHandler,
+    config: &Config,
+    redis_url: &str,
+    in_flight: u16,
+    stop: CancellationToken,
+) -> Result<ConsumerStats, Box<dyn std::error::Error>> {
+    let mut consumer_config = RedisConsumerConfig::new(redis_url, CONSUMER, [&config.exchange]);
+    consumer_config.max_in_flight = usize::from(in_flight);
+    consumer_config = consumer_config.batch(usize::from(config.batch_size), BATCH_WAIT);
+    let consumer = RedisInboxConsumer::new(inbox, handler, consumer_config)?;
+    // The group starts from the beginning of the stream, so what the relay
+    // published before this line is read too.
+    println!("consuming stream {} (group {CONSUMER})", config.exchange);
+    Ok(consumer.run(stop).await?)
 }
 
 /// Cancel `stop` on SIGTERM or SIGINT (Ctrl-C). The handlers are installed
