@@ -13,12 +13,14 @@
 #   tansu (Kafka API) 127.0.0.1:9092 with in-memory storage, Redis
 #   127.0.0.1:6379, and a three-master Redis Cluster of the machine's
 #   redis-server on 127.0.0.1:7000-7002 (its files in
-#   ${TMPDIR:-/tmp}/outbox-redis-cluster).
+#   ${TMPDIR:-/tmp}/outbox-redis-cluster), and NATS with JetStream
+#   127.0.0.1:4222 (its store in ${TMPDIR:-/tmp}/outbox-nats).
 #
 # Knobs (environment):
 #   OUTBOX_TEST_POSTGRES_URL, OUTBOX_TEST_MYSQL_URL, OUTBOX_TEST_AMQP_URL,
 #   OUTBOX_TEST_KAFKA_BROKERS, OUTBOX_TEST_REDIS_URL,
-#   OUTBOX_TEST_REDIS_CLUSTER   kept when already set
+#   OUTBOX_TEST_REDIS_CLUSTER, OUTBOX_TEST_NATS_URL
+#                               kept when already set
 #   OUTBOX_TEST_RABBITMQ_SERVER RabbitMQ's own start script, for the tests'
 #                               private node (default
 #                               /usr/lib/rabbitmq/bin/rabbitmq-server; installed
@@ -207,6 +209,17 @@ redis_start() {
     redis-server --bind 127.0.0.1 --port 6379 --save '' --appendonly no --daemonize yes
 }
 
+# --- NATS -------------------------------------------------------------------
+# One server with JetStream; the tests make and delete streams of their own.
+NATS_STORE_DIR=${TMPDIR:-/tmp}/outbox-nats
+nats_check() { timeout 3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/4222 && head -c 4 <&3' 2>/dev/null | grep -q INFO; }
+nats_start() {
+    have nats-server || die "nats-server is missing (Debian: apt-get install nats-server)"
+    mkdir -p "$NATS_STORE_DIR"
+    nohup nats-server -js -a 127.0.0.1 -p 4222 -sd "$NATS_STORE_DIR" \
+        >"$NATS_STORE_DIR.log" 2>&1 </dev/null &
+}
+
 # The cluster: three masters, no replicas, made once and kept while its
 # nodes run. A node is started with its own directory, so its
 # nodes.conf survives only as long as the directory does.
@@ -386,6 +399,8 @@ ensure_services() {
         "Start: redis-server --bind 127.0.0.1 --port 6379 --save '' --daemonize yes"
     ensure_service "Redis Cluster (127.0.0.1:7000-7002)" redis_cluster_check redis_cluster_start \
         "Logs: $REDIS_CLUSTER_DIR/*.log"
+    ensure_service "NATS (JetStream, 127.0.0.1:4222)" nats_check nats_start \
+        "Log: $NATS_STORE_DIR.log"
     find_or_install_tansu
     log "tansu: $TANSU ($("$TANSU" --version)); from: $TANSU_ORIGIN"
     ensure_service "tansu (Kafka API, 127.0.0.1:9092)" tansu_check tansu_start \
@@ -404,6 +419,7 @@ export OUTBOX_TEST_AMQP_URL=${OUTBOX_TEST_AMQP_URL:-amqp://guest:guest@127.0.0.1
 export OUTBOX_TEST_KAFKA_BROKERS=${OUTBOX_TEST_KAFKA_BROKERS:-127.0.0.1:9092}
 export OUTBOX_TEST_REDIS_URL=${OUTBOX_TEST_REDIS_URL:-redis://127.0.0.1:6379}
 export OUTBOX_TEST_REDIS_CLUSTER=${OUTBOX_TEST_REDIS_CLUSTER:-127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002}
+export OUTBOX_TEST_NATS_URL=${OUTBOX_TEST_NATS_URL:-nats://127.0.0.1:4222}
 
 log "OUTBOX_TEST_POSTGRES_URL=$OUTBOX_TEST_POSTGRES_URL"
 log "OUTBOX_TEST_MYSQL_URL=$OUTBOX_TEST_MYSQL_URL"
@@ -411,6 +427,7 @@ log "OUTBOX_TEST_AMQP_URL=$OUTBOX_TEST_AMQP_URL"
 log "OUTBOX_TEST_KAFKA_BROKERS=$OUTBOX_TEST_KAFKA_BROKERS"
 log "OUTBOX_TEST_REDIS_URL=$OUTBOX_TEST_REDIS_URL"
 log "OUTBOX_TEST_REDIS_CLUSTER=$OUTBOX_TEST_REDIS_CLUSTER"
+log "OUTBOX_TEST_NATS_URL=$OUTBOX_TEST_NATS_URL"
 
 if ((SERVICES_ONLY)); then
     log "services ready (--services-only)"

@@ -20,6 +20,12 @@
 //!   [`REDIS_CONTENT_TYPE_FIELD`] field; the payload bytes are the
 //!   [`REDIS_DATA_FIELD`] field. A consumer reads the event id from `ce_id`
 //!   without parsing JSON.
+//! * **NATS JetStream** (CloudEvents NATS binding, binary content mode):
+//!   each attribute is a header [`NATS_HEADER_PREFIX`]`<name>` (`ce-id`,
+//!   ...), its value percent-encoded ([`percent_encode_header_value`]),
+//!   except `datacontenttype`, which is the [`NATS_CONTENT_TYPE_HEADER`]
+//!   header; [`NATS_MSG_ID_HEADER`] carries the event id, so the stream
+//!   drops a second copy within its duplicate window.
 //! * **stdout** (JSON event format, structured content mode): each
 //!   attribute is a member of one JSON object per line, the payload is
 //!   [`DATA_MEMBER`].
@@ -177,6 +183,96 @@ pub fn redis_field_name(attribute: &str) -> String {
 pub fn attribute_of_redis_field(field: &str) -> Option<&str> {
     attribute_of_kafka_header(field)
 }
+
+/// Prefix of a CloudEvents attribute in a NATS header name.
+pub const NATS_HEADER_PREFIX: &str = "ce-";
+
+/// The NATS header that carries `datacontenttype`.
+pub const NATS_CONTENT_TYPE_HEADER: &str = "Content-Type";
+
+/// The NATS header JetStream deduplicates on: the event id.
+pub const NATS_MSG_ID_HEADER: &str = "Nats-Msg-Id";
+
+/// The NATS header name of `attribute`: `ce-<attribute>`.
+///
+/// ```
+/// assert_eq!(outbox::wire::nats_header_name("id"), "ce-id");
+/// ```
+pub fn nats_header_name(attribute: &str) -> String {
+    format!("{NATS_HEADER_PREFIX}{attribute}")
+}
+
+/// The attribute a NATS header carries, if it carries one: `ce-<name>`
+/// gives `<name>` (header names are case-insensitive), and
+/// [`NATS_CONTENT_TYPE_HEADER`] gives `datacontenttype`.
+///
+/// ```
+/// use outbox::wire;
+///
+/// assert_eq!(wire::attribute_of_nats_header("ce-type"), Some("type"));
+/// assert_eq!(wire::attribute_of_nats_header("content-type"), Some("datacontenttype"));
+/// assert_eq!(wire::attribute_of_nats_header("Nats-Msg-Id"), None);
+/// ```
+pub fn attribute_of_nats_header(header: &str) -> Option<&str> {
+    if header.eq_ignore_ascii_case(NATS_CONTENT_TYPE_HEADER) {
+        return Some(DATACONTENTTYPE_ATTRIBUTE);
+    }
+    let prefix = header.get(..NATS_HEADER_PREFIX.len())?;
+    prefix
+        .eq_ignore_ascii_case(NATS_HEADER_PREFIX)
+        .then(|| &header[NATS_HEADER_PREFIX.len()..])
+}
+
+/// A header value as the CloudEvents NATS (and HTTP) binding writes it:
+/// every byte of its UTF-8 outside the printable ASCII range, and space,
+/// `"` and `%`, as `%XX`.
+///
+/// ```
+/// use outbox::wire::{percent_decode_header_value, percent_encode_header_value};
+///
+/// assert_eq!(percent_encode_header_value("/orders"), "/orders");
+/// assert_eq!(percent_encode_header_value("a b%\"é"), "a%20b%25%22%C3%A9");
+/// assert_eq!(percent_decode_header_value("a%20b%25%22%C3%A9").as_deref(), Some("a b%\"é"));
+/// assert_eq!(percent_decode_header_value("%+1"), None);
+/// ```
+pub fn percent_encode_header_value(value: &str) -> String {
+    let mut encoded = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if (0x21..=0x7e).contains(&byte) && byte != b'"' && byte != b'%' {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push('%');
+            encoded.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+            encoded.push(char::from(HEX_DIGITS[usize::from(byte & 0x0f)]));
+        }
+    }
+    encoded
+}
+
+/// The value [`percent_encode_header_value`] encoded; `None` for a `%` not
+/// followed by two hex digits, or bytes that are not UTF-8.
+pub fn percent_decode_header_value(value: &str) -> Option<String> {
+    let bytes = value.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        if bytes[index] == b'%' {
+            let hex = value.get(index + 1..index + 3)?;
+            // `from_str_radix` would take a sign: "%+1" is not an escape.
+            if !hex.bytes().all(|digit| digit.is_ascii_hexdigit()) {
+                return None;
+            }
+            decoded.push(u8::from_str_radix(hex, 16).ok()?);
+            index += 3;
+        } else {
+            decoded.push(bytes[index]);
+            index += 1;
+        }
+    }
+    String::from_utf8(decoded).ok()
+}
+
+const HEX_DIGITS: &[u8; 16] = b"0123456789ABCDEF";
 
 /// The Kafka header name of `attribute`: `ce_<attribute>`.
 pub fn kafka_header_name(attribute: &str) -> String {

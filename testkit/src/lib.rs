@@ -10,7 +10,8 @@
 //! queues of each test's own, producers and publishers that write as the
 //! relay does, and consumers that collect what arrived ([`Collected`]).
 //! [`redis`] holds the same for Redis Streams, on the shared server and
-//! on the three-master cluster `scripts/test.sh` starts.
+//! on the three-master cluster `scripts/test.sh` starts, and [`nats`] for
+//! NATS JetStream streams.
 //! [`PrivateRabbitMq`] runs a RabbitMQ node of one test's own, for broker
 //! settings the shared one keeps at their defaults (a small
 //! `max_message_size`). [`PrivateTansu`] does the same for a Kafka-API
@@ -33,6 +34,7 @@
 mod backends;
 mod database;
 pub mod kafka;
+pub mod nats;
 mod proxy;
 mod query;
 pub mod rabbitmq;
