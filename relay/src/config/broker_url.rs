@@ -20,7 +20,8 @@ const BROKER_VARIABLE: &str = "OUTBOX_BROKER";
 const ACCEPTED_BROKERS: &str = "expected kafka://HOST:PORT[,HOST:PORT...], \
                                 amqp://USER:PASSWORD@HOST[:PORT]/VHOST, amqps://..., \
                                 redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss://..., \
-                                redis+cluster://HOST:PORT[,HOST:PORT...] or stdout";
+                                redis+cluster://HOST:PORT[,HOST:PORT...], \
+                                nats://HOST[:PORT][,HOST[:PORT]...], tls://... or stdout";
 
 /// Where the relay publishes.
 ///
@@ -53,6 +54,13 @@ pub enum BrokerUrl {
         /// credentials of the `redis+cluster://` URL.
         nodes: Vec<String>,
     },
+    /// NATS servers with JetStream, reached through any of them.
+    Nats {
+        /// One `nats://host:port` (or `tls://host:port`) URL per server
+        /// given, in the order given, the port 4222 when none was given.
+        /// Credentials are not part of them: they come from `[nats]`.
+        servers: Vec<String>,
+    },
     /// One CloudEvents JSON document per line on standard output, for
     /// trying the relay out and for piping into other tools.
     Stdout,
@@ -65,7 +73,8 @@ impl BrokerUrl {
     /// from 1 to 65535), `amqp://user:password@host[:port][/vhost][?query]`,
     /// `amqps://...`, `redis://[user:password@]host[:port][/db]`,
     /// `rediss://...`, `redis+cluster://[user:password@]host:port[,host:port...]`
-    /// (`rediss+cluster://` for TLS) and `stdout`. Surrounding whitespace is ignored and the
+    /// (`rediss+cluster://` for TLS), `nats://host[:port][,host[:port]...]`
+    /// (`tls://` for TLS) and `stdout`. Surrounding whitespace is ignored and the
     /// scheme is case-insensitive.
     ///
     /// # Errors
@@ -108,6 +117,10 @@ impl BrokerUrl {
                 let secure = nodes.first().is_some_and(|node| is_rediss(node));
                 Error::require_feature("tls", !secure || cfg!(feature = "tls"), needed_for)
             }
+            // async-nats always carries its TLS (rustls on `ring`).
+            BrokerUrl::Nats { .. } => {
+                Error::require_feature(self.feature(), cfg!(feature = "nats"), needed_for)
+            }
             BrokerUrl::Stdout => Ok(()),
         }
     }
@@ -119,18 +132,20 @@ impl BrokerUrl {
             BrokerUrl::Kafka { .. } => "kafka",
             BrokerUrl::Amqp { .. } => "rabbitmq",
             BrokerUrl::Redis { .. } | BrokerUrl::RedisCluster { .. } => "redis",
+            BrokerUrl::Nats { .. } => "nats",
             BrokerUrl::Stdout => "stdout",
         }
     }
 
     /// The broker's kind, for logs: `kafka`, `amqp`, `redis`,
-    /// `redis-cluster` or `stdout`.
+    /// `redis-cluster`, `nats` or `stdout`.
     pub fn kind(&self) -> &'static str {
         match self {
             BrokerUrl::Kafka { .. } => "kafka",
             BrokerUrl::Amqp { .. } => "amqp",
             BrokerUrl::Redis { .. } => "redis",
             BrokerUrl::RedisCluster { .. } => "redis-cluster",
+            BrokerUrl::Nats { .. } => "nats",
             BrokerUrl::Stdout => "stdout",
         }
     }
@@ -156,6 +171,7 @@ impl fmt::Display for BrokerUrl {
             BrokerUrl::RedisCluster { nodes } => {
                 formatter.write_str(&mask_password(&cluster_url(nodes)))
             }
+            BrokerUrl::Nats { servers } => formatter.write_str(&nats_url(servers)),
             BrokerUrl::Stdout => formatter.write_str("stdout"),
         }
     }
@@ -187,6 +203,10 @@ impl fmt::Debug for BrokerUrl {
                         .map(|node| mask_password(node))
                         .collect::<Vec<_>>(),
                 )
+                .finish(),
+            BrokerUrl::Nats { servers } => formatter
+                .debug_struct("Nats")
+                .field("servers", servers)
                 .finish(),
             BrokerUrl::Stdout => formatter.write_str("Stdout"),
         }
@@ -233,6 +253,7 @@ fn parse_broker(input: &str) -> Result<BrokerUrl, String> {
         "redis+cluster" | "rediss+cluster" => {
             parse_redis_cluster(&scheme.to_ascii_lowercase(), rest)
         }
+        "nats" | "tls" => parse_nats(&scheme.to_ascii_lowercase(), rest),
         "rabbitmq" | "rabbit" => Err(format!(
             "unsupported scheme `{scheme}`; RabbitMQ is reached with amqp:// or amqps:// ({ACCEPTED_BROKERS})"
         )),
@@ -432,6 +453,73 @@ fn parse_redis_cluster(scheme: &str, rest: &str) -> Result<BrokerUrl, String> {
         nodes.push(format!("{node_scheme}://{credentials}{node}"));
     }
     Ok(BrokerUrl::RedisCluster { nodes })
+}
+
+/// The `nats://a:4222,b:4222` form of the servers' URLs (the scheme of
+/// the first).
+fn nats_url(servers: &[String]) -> String {
+    let scheme = servers
+        .first()
+        .and_then(|server| server.split_once("://"))
+        .map_or("nats", |(scheme, _)| scheme);
+    let hosts: Vec<&str> = servers
+        .iter()
+        .map(|server| {
+            server
+                .split_once("://")
+                .map_or(server.as_str(), |(_, host)| host)
+        })
+        .collect();
+    format!("{scheme}://{}", hosts.join(","))
+}
+
+/// The port of a NATS server named without one.
+const NATS_DEFAULT_PORT: u16 = 4222;
+
+fn parse_nats(scheme: &str, rest: &str) -> Result<BrokerUrl, String> {
+    let UrlParts {
+        authority,
+        after_authority,
+    } = UrlParts::split(rest);
+    if authority.contains('@') {
+        return Err(format!(
+            "{scheme}:// takes no credentials; set user and password, token or creds_file \
+             in [nats] of the config file"
+        ));
+    }
+    if !after_authority.is_empty() && after_authority != "/" {
+        return Err(format!(
+            "{scheme}:// takes only a list of HOST[:PORT], but `{after_authority}` follows it; \
+             set subjects and timeouts in [nats] of the config file"
+        ));
+    }
+    if authority.is_empty() {
+        return Err(format!(
+            "no servers after {scheme}://; write {scheme}://HOST[:PORT][,HOST[:PORT]...], \
+             e.g. {scheme}://localhost:4222"
+        ));
+    }
+    let mut servers = Vec::new();
+    for (index, server) in authority.split(',').enumerate() {
+        let server = server.trim();
+        if server.is_empty() {
+            return Err(format!(
+                "server {} of the list is empty; write {scheme}://HOST[:PORT][,HOST[:PORT]...]",
+                index + 1
+            ));
+        }
+        let (host, port) =
+            split_host_port(server).map_err(|reason| format!("server `{server}`: {reason}"))?;
+        check_host(host).map_err(|reason| format!("server `{server}`: {reason}"))?;
+        let port = match port {
+            Some(port) => {
+                parse_port(port).map_err(|reason| format!("server `{server}`: {reason}"))?
+            }
+            None => NATS_DEFAULT_PORT,
+        };
+        servers.push(format!("{scheme}://{host}:{port}"));
+    }
+    Ok(BrokerUrl::Nats { servers })
 }
 
 /// A host name, an IPv4 address or a bracketed IPv6 address.

@@ -25,6 +25,7 @@ mod database_url;
 mod deserialize;
 mod diagnostics;
 mod duration;
+mod nats;
 mod publisher;
 mod redis_streams;
 mod relay_settings;
@@ -56,8 +57,9 @@ pub use {database_url::open_store, publisher::build_publisher, relay_settings::r
 
 use diagnostics::describe_toml_error;
 
-pub use crate::publish::{RoutingKey, StreamKey};
+pub use crate::publish::{RoutingKey, StreamKey, SubjectTemplate};
 pub use crate::source::{DEFAULT_MAX_BATCH_BYTES, SlotName};
+pub use nats::{NatsConfig, NatsSubjectConfig};
 pub use redis_streams::{RedisConfig, RedisStreamConfig};
 
 /// Events per batch when polling, unless `batch_size` says otherwise.
@@ -166,6 +168,9 @@ pub struct RelayConfig {
     /// The Redis Streams publisher (used with `--broker redis://...`).
     pub redis: RedisConfig,
 
+    /// The NATS JetStream publisher (used with `--broker nats://...`).
+    pub nats: NatsConfig,
+
     /// The HTTP endpoint for health and metrics.
     pub http: HttpConfig,
 }
@@ -190,6 +195,7 @@ impl Default for RelayConfig {
             kafka: KafkaConfig::default(),
             amqp: AmqpConfig::default(),
             redis: RedisConfig::default(),
+            nats: NatsConfig::default(),
             http: HttpConfig::default(),
         }
     }

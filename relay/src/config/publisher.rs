@@ -8,6 +8,8 @@ use crate::error::Error;
 use crate::publish::Publisher;
 #[cfg(feature = "kafka")]
 use crate::publish::kafka::{KafkaPublisher, KafkaPublisherConfig};
+#[cfg(feature = "nats")]
+use crate::publish::nats::{NatsCredentials, NatsPublisher, NatsPublisherConfig};
 #[cfg(feature = "rabbitmq")]
 use crate::publish::rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};
 #[cfg(feature = "redis")]
@@ -26,7 +28,12 @@ use crate::tasks::Tasks;
 ///
 /// The publisher's background work runs on `tasks`.
 #[cfg_attr(
-    not(any(feature = "kafka", feature = "rabbitmq", feature = "redis")),
+    not(any(
+        feature = "kafka",
+        feature = "rabbitmq",
+        feature = "redis",
+        feature = "nats"
+    )),
     allow(unused_variables)
 )]
 pub async fn build_publisher(
@@ -72,6 +79,8 @@ pub async fn build_publisher(
         BrokerUrl::RedisCluster { nodes } => {
             build_redis(RedisEndpoint::Cluster(nodes.clone()), config, tasks)
         }
+        #[cfg(feature = "nats")]
+        BrokerUrl::Nats { servers } => build_nats(servers.clone(), config, tasks),
         // A broker this build lacks; `check_built` refused it above.
         #[allow(unreachable_patterns)]
         _ => Err(Error::FeatureNotBuilt {
@@ -111,9 +120,47 @@ fn build_redis(
     Ok(publisher)
 }
 
+/// The NATS JetStream publisher of `servers`, configured from `[nats]`.
+#[cfg(feature = "nats")]
+fn build_nats(
+    servers: Vec<String>,
+    config: &RelayConfig,
+    tasks: &Tasks,
+) -> Result<Arc<dyn Publisher>, Error> {
+    let settings = &config.nats;
+    let mut nats = NatsPublisherConfig::new(servers);
+    nats.ack_timeout = settings.ack_timeout;
+    nats.connect_timeout = settings.connect_timeout;
+    nats.credentials = match (
+        &settings.user,
+        &settings.password,
+        &settings.token,
+        &settings.creds_file,
+    ) {
+        (Some(user), Some(password), _, _) => NatsCredentials::UserPassword {
+            user: user.clone(),
+            password: password.clone(),
+        },
+        (_, _, Some(token), _) => NatsCredentials::Token(token.clone()),
+        (_, _, _, Some(path)) => NatsCredentials::CredsFile(path.clone()),
+        _ => NatsCredentials::None,
+    };
+    for (topic, subject) in &settings.subjects {
+        let template = subject.subject_template().map_err(|reason| Error::Config {
+            path: "--config".to_owned(),
+            reason: format!("nats.subjects.{topic:?}.subject: {reason}"),
+        })?;
+        nats.subjects.insert(topic.clone(), template);
+    }
+    let publisher = Arc::new(NatsPublisher::new(nats)?);
+    let connecting = Arc::clone(&publisher);
+    connect_in_background(tasks, "nats", async move { connecting.connect().await });
+    Ok(publisher)
+}
+
 /// Connect in the background: a broker that is down at start only delays
 /// the first publish, which connects again.
-#[cfg(any(feature = "rabbitmq", feature = "redis"))]
+#[cfg(any(feature = "rabbitmq", feature = "redis", feature = "nats"))]
 fn connect_in_background(
     tasks: &Tasks,
     broker: &'static str,

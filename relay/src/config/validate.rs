@@ -87,7 +87,8 @@ impl RelayConfig {
         self.check_retention()?;
         self.check_kafka()?;
         self.check_amqp()?;
-        self.check_redis()
+        self.check_redis()?;
+        self.check_nats()
     }
 
     fn check_retry(&self) -> Result<(), Problem> {
@@ -169,6 +170,28 @@ impl RelayConfig {
                 // A missing field is placed at the stream's key.
                 return Err(Problem::new(&["redis", "streams", topic, field], reason)
                     .related_to(&["redis", "streams", topic, "key"]));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_nats(&self) -> Result<(), Problem> {
+        let nats = &self.nats;
+        check_positive(&["nats", "connect_timeout"], nats.connect_timeout)?;
+        self.check_client_timeout(
+            &["nats", "ack_timeout"],
+            nats.ack_timeout,
+            "a missing acknowledgement is reported",
+        )?;
+        if let Some((field, reason)) = nats.credentials_problem() {
+            return Err(Problem::new(&["nats", field], reason));
+        }
+        for (topic, subject) in &nats.subjects {
+            if let Err(reason) = subject.subject_template() {
+                return Err(Problem::new(
+                    &["nats", "subjects", topic, "subject"],
+                    reason,
+                ));
             }
         }
         Ok(())

@@ -112,7 +112,12 @@ impl<B: Broker> Publisher for B {
 
 /// The outcome of each event of a hand-over once its acknowledgements were
 /// awaited: one still without an outcome is unavailable.
-#[cfg(any(feature = "kafka", feature = "rabbitmq", feature = "redis"))]
+#[cfg(any(
+    feature = "kafka",
+    feature = "rabbitmq",
+    feature = "redis",
+    feature = "nats"
+))]
 pub(crate) fn settled(
     outcomes: Vec<Option<Result<(), PublishFailure>>>,
     broker: &str,

@@ -8,26 +8,36 @@ use futures::future::BoxFuture;
 use crate::event::OutboundEvent;
 
 mod broker;
-#[cfg(any(feature = "rabbitmq", feature = "redis"))]
+#[cfg(any(feature = "rabbitmq", feature = "redis", feature = "nats"))]
 mod client_slot;
 pub mod cloudevent;
 mod hold;
 #[cfg(feature = "kafka")]
 pub mod kafka;
+#[cfg(feature = "nats")]
+pub mod nats;
 #[cfg(feature = "rabbitmq")]
 pub mod rabbitmq;
 #[cfg(feature = "redis")]
 pub mod redis;
 mod routing_key;
-#[cfg(any(feature = "kafka", feature = "rabbitmq", feature = "redis"))]
+#[cfg(any(
+    feature = "kafka",
+    feature = "rabbitmq",
+    feature = "redis",
+    feature = "nats"
+))]
 mod send_order;
 pub mod stdout;
 mod stream_key;
+mod subject;
 
 pub use broker::Broker;
 pub(crate) use hold::AggregateHolds;
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaPublisher, KafkaPublisherConfig};
+#[cfg(feature = "nats")]
+pub use nats::{NatsPublisher, NatsPublisherConfig};
 #[cfg(feature = "rabbitmq")]
 pub use rabbitmq::{RabbitMqPublisher, RabbitMqPublisherConfig};
 #[cfg(feature = "redis")]
@@ -35,6 +45,7 @@ pub use redis::{RedisPublisher, RedisPublisherConfig};
 pub use routing_key::RoutingKey;
 pub use stdout::StdoutPublisher;
 pub use stream_key::StreamKey;
+pub use subject::SubjectTemplate;
 
 /// Why one event was not published.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,5 +1,5 @@
-//! The cases every publisher shares, run on each: Kafka, RabbitMQ and Redis
-//! on the real brokers, and stdout into a buffer. A batch arrives with every
+//! The cases every publisher shares, run on each: Kafka, RabbitMQ, Redis
+//! and NATS JetStream on the real brokers, and stdout into a buffer. A batch arrives with every
 //! CloudEvents attribute, each aggregate in order; an unreachable broker
 //! (or a failing writer) makes every event unavailable; an event that fails
 //! before it is sent holds its aggregate's later events; `recover()` checks
@@ -15,6 +15,7 @@
 //! `relay/tests/oversized_events.rs` (beside Kafka's); stdout has none.
 
 mod kafka;
+mod nats;
 mod rabbitmq;
 mod redis;
 mod stdout;
@@ -427,8 +428,10 @@ macro_rules! lossy_cases {
 lossy_cases!(kafka_client_loss, crate::kafka::KafkaTarget);
 lossy_cases!(rabbitmq_client_loss, crate::rabbitmq::RabbitMqTarget);
 lossy_cases!(redis_client_loss, crate::redis::RedisTarget);
+lossy_cases!(nats_client_loss, crate::nats::NatsTarget);
 
 shared_cases!(kafka_publisher, crate::kafka::KafkaTarget);
 shared_cases!(rabbitmq_publisher, crate::rabbitmq::RabbitMqTarget);
 shared_cases!(redis_publisher, crate::redis::RedisTarget);
+shared_cases!(nats_publisher, crate::nats::NatsTarget);
 shared_cases!(stdout_publisher, crate::stdout::StdoutTarget);

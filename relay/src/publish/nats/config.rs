@@ -1,0 +1,135 @@
+//! [`NatsPublisherConfig`]: the servers a [`NatsPublisher`](super::NatsPublisher)
+//! connects to, how it logs in, the subject of each topic, and the
+//! timeouts.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::publish::SubjectTemplate;
+
+/// How the publisher logs in to NATS.
+#[derive(Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum NatsCredentials {
+    /// No credentials.
+    #[default]
+    None,
+    /// A user and its password.
+    UserPassword {
+        /// The user name.
+        user: String,
+        /// Its password.
+        password: String,
+    },
+    /// A token.
+    Token(String),
+    /// A `.creds` file: a user JWT and the nkey seed that signs the
+    /// server's nonce.
+    CredsFile(PathBuf),
+}
+
+/// Never shows a password or a token.
+impl std::fmt::Debug for NatsCredentials {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NatsCredentials::None => formatter.write_str("None"),
+            NatsCredentials::UserPassword { user, .. } => formatter
+                .debug_struct("UserPassword")
+                .field("user", user)
+                .field("password", &"***")
+                .finish(),
+            NatsCredentials::Token(_) => formatter.debug_tuple("Token").field(&"***").finish(),
+            NatsCredentials::CredsFile(path) => {
+                formatter.debug_tuple("CredsFile").field(path).finish()
+            }
+        }
+    }
+}
+
+/// Settings of a [`NatsPublisher`](super::NatsPublisher).
+///
+/// ```
+/// use std::time::Duration;
+/// use outbox_relay::publish::nats::{NatsCredentials, NatsPublisherConfig, SubjectTemplate};
+///
+/// let mut config = NatsPublisherConfig::new(vec!["nats://127.0.0.1:4222".to_owned()]);
+/// config.credentials = NatsCredentials::Token("s3cret".to_owned());
+/// config.subjects.insert(
+///     "orders".to_owned(),
+///     SubjectTemplate::parse("orders.{aggregate_type}.{event_type}").unwrap(),
+/// );
+/// config.ack_timeout = Duration::from_secs(5);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NatsPublisherConfig {
+    /// The servers, each `nats://host:port` or `tls://host:port`; the client
+    /// connects to one of them.
+    pub servers: Vec<String>,
+    /// How the publisher logs in. Default none.
+    pub credentials: NatsCredentials,
+    /// The subject of each topic; a topic without an entry goes to the
+    /// subject named after it.
+    pub subjects: BTreeMap<String, SubjectTemplate>,
+    /// How long a publish waits for the stream's acknowledgement; an event
+    /// without one by then is
+    /// [`PublishFailure::Unavailable`](crate::publish::PublishFailure::Unavailable),
+    /// and the client is replaced. Default 5 s.
+    pub ack_timeout: Duration,
+    /// Bound of opening a connection. Default 5 s.
+    pub connect_timeout: Duration,
+}
+
+impl NatsPublisherConfig {
+    /// The default settings for `servers`.
+    pub fn new(servers: Vec<String>) -> Self {
+        NatsPublisherConfig {
+            servers,
+            credentials: NatsCredentials::None,
+            subjects: BTreeMap::new(),
+            ack_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// The subject template of `topic`.
+    pub(super) fn subject_of(&self, topic: &str) -> &SubjectTemplate {
+        static DEFAULT: std::sync::OnceLock<SubjectTemplate> = std::sync::OnceLock::new();
+        self.subjects
+            .get(topic)
+            .unwrap_or_else(|| DEFAULT.get_or_init(SubjectTemplate::default))
+    }
+
+    /// The servers, for logs and errors (they never hold credentials).
+    pub(super) fn servers_text(&self) -> String {
+        self.servers.join(",")
+    }
+
+    /// Checks the server URLs (as the client reads them) and the timeouts.
+    pub(super) fn validate(&self) -> Result<(), Error> {
+        if self.servers.is_empty() {
+            return Err(Error::InvalidBrokerUrl {
+                url: "nats://".to_owned(),
+                reason: "no servers".to_owned(),
+            });
+        }
+        for server in &self.servers {
+            if let Err(error) = server.parse::<async_nats::ServerAddr>() {
+                return Err(Error::InvalidBrokerUrl {
+                    url: outbox::mask_password(server),
+                    reason: error.to_string(),
+                });
+            }
+        }
+        if self.ack_timeout.is_zero() || self.connect_timeout.is_zero() {
+            return Err(Error::Config {
+                path: "--config".to_owned(),
+                reason: "nats.ack_timeout and nats.connect_timeout must be more than zero"
+                    .to_owned(),
+            });
+        }
+        Ok(())
+    }
+}
