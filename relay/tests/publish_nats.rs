@@ -1,0 +1,371 @@
+//! What only the NATS JetStream publisher does, on the real server that
+//! `scripts/test.sh` starts: its headers, a duplicate acknowledged as
+//! published, no stream for a subject, a full stream that refuses new
+//! messages, a connection that goes silent, subject templates, and a
+//! client cut off mid-batch that never writes what was still queued for
+//! it. The cases every publisher shares are in `publishers/`.
+
+mod support;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::stream::{Config as StreamConfig, DiscardPolicy};
+use outbox_relay::OutboundEvent;
+use outbox_relay::publish::nats::{NatsPublisher, NatsPublisherConfig, SubjectTemplate};
+use outbox_relay::publish::{PublishFailure, Publisher};
+use outbox_testkit::nats::{StoredMessage, TestStream, nats_url, require_nats};
+use outbox_testkit::{TcpProxy, unique_name};
+
+fn publisher(server: &str, subjects: &[(&str, &str)]) -> NatsPublisher {
+    let mut config = NatsPublisherConfig::new(vec![server.to_owned()]);
+    config.ack_timeout = Duration::from_secs(2);
+    config.connect_timeout = Duration::from_secs(2);
+    for (topic, template) in subjects {
+        config.subjects.insert(
+            (*topic).to_owned(),
+            SubjectTemplate::parse(template).expect("template"),
+        );
+    }
+    NatsPublisher::new(config).expect("nats publisher")
+}
+
+fn event(topic: &str, aggregate_id: &str, sequence: usize) -> OutboundEvent {
+    support::outbound::outbound_event(topic, aggregate_id, sequence)
+}
+
+/// A stream of the test's own taking `subjects`, named after the first.
+async fn stream(subjects: &[String]) -> TestStream {
+    let jetstream = require_nats().await;
+    let name = subjects[0].replace(['.', '*', '>'], "_");
+    TestStream::create(&jetstream, &name, subjects).await
+}
+
+/// The `sequence` of a stored message's payload.
+fn sequence_of(message: &StoredMessage) -> u64 {
+    let payload: serde_json::Value =
+        serde_json::from_slice(&message.payload).expect("payload is JSON");
+    payload["sequence"].as_u64().expect("sequence")
+}
+
+/// Exactly the headers of the NATS binding: `Nats-Msg-Id`, one
+/// `ce-<attribute>` per attribute percent-encoded (a non-ASCII source, a
+/// space and a `%` in an extension), `Content-Type`, and the trace context
+/// as plain headers too; the payload is the event's bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_headers_follow_the_nats_binding() {
+    let subject = unique_name("headers");
+    let stream = stream(std::slice::from_ref(&subject)).await;
+    let publisher = publisher(&nats_url(), &[]);
+    let mut sent = event(&subject, "order-1", 0);
+    sent.source = "/boutique/café".to_owned();
+    sent.headers
+        .insert("note".to_owned(), "50% off \"now\"".to_owned());
+    assert_eq!(
+        publisher.publish(std::slice::from_ref(&sent)).await,
+        vec![Ok(())]
+    );
+
+    let stored = stream.messages(1, Duration::from_secs(10)).await;
+    assert_eq!(stored.len(), 1);
+    let id = sent.event_id.to_string();
+    let time = stored[0].headers["ce-time"].clone();
+    let expected: BTreeMap<String, String> = [
+        ("Nats-Msg-Id", id.as_str()),
+        ("ce-specversion", "1.0"),
+        ("ce-id", id.as_str()),
+        ("ce-source", "/boutique/caf%C3%A9"),
+        ("ce-type", "order.created"),
+        ("ce-time", time.as_str()),
+        ("Content-Type", "application/json"),
+        ("ce-aggregatetype", "order"),
+        ("ce-eventversion", "3"),
+        ("ce-partitionkey", "order-1"),
+        ("ce-tenant", "acme"),
+        ("ce-note", "50%25%20off%20%22now%22"),
+        ("ce-traceparent", sent.headers["traceparent"].as_str()),
+        ("ce-tracestate", sent.headers["tracestate"].as_str()),
+        ("traceparent", sent.headers["traceparent"].as_str()),
+        ("tracestate", sent.headers["tracestate"].as_str()),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value.to_owned()))
+    .collect();
+    assert_eq!(stored[0].headers, expected);
+    let parsed = chrono::DateTime::parse_from_rfc3339(&time).expect("RFC 3339");
+    assert_eq!(parsed.to_utc(), sent.created_at);
+    assert_eq!(stored[0].payload, sent.payload.as_bytes());
+    assert_eq!(stored[0].subject, subject);
+    stream.delete().await;
+}
+
+/// The same event published twice: the stream stores it once (its id is
+/// `Nats-Msg-Id`), and the acknowledgement marked duplicate counts as
+/// published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_is_published_and_stored_once() {
+    let subject = unique_name("duplicate");
+    let stream = stream(std::slice::from_ref(&subject)).await;
+    let publisher = publisher(&nats_url(), &[]);
+    let sent = event(&subject, "order-1", 0);
+    assert_eq!(
+        publisher.publish(std::slice::from_ref(&sent)).await,
+        vec![Ok(())]
+    );
+    let again = vec![sent.clone(), sent];
+    assert_eq!(publisher.publish(&again).await, vec![Ok(()), Ok(())]);
+    assert_eq!(stream.message_count().await, 1);
+    stream.delete().await;
+}
+
+/// No stream takes the subject: JetStream answers "no responders", a
+/// rejection naming the subject; the client stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_stream_for_the_subject_is_a_rejection_naming_it() {
+    require_nats().await;
+    let subject = unique_name("nowhere");
+    let publisher = publisher(&nats_url(), &[]);
+    let outcomes = publisher.publish(&[event(&subject, "order-1", 0)]).await;
+    match &outcomes[0] {
+        Err(PublishFailure::Rejected(message)) => assert_eq!(
+            message,
+            &format!("no JetStream stream takes subject `{subject}`")
+        ),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    assert!(Publisher::is_connected(&publisher));
+    assert_eq!(Publisher::client_rebuilds(&publisher), 0);
+}
+
+/// A stream at its `max_messages` with `discard: new` refuses the next
+/// message: a rejection with JetStream's reason; the ones it took are
+/// published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_stream_that_discards_new_messages_rejects_the_event() {
+    let jetstream = require_nats().await;
+    let subject = unique_name("full");
+    let stream = TestStream::create_with(
+        &jetstream,
+        StreamConfig {
+            name: subject.clone(),
+            subjects: vec![subject.clone()],
+            max_messages: 2,
+            discard: DiscardPolicy::New,
+            ..StreamConfig::default()
+        },
+    )
+    .await;
+    let publisher = publisher(&nats_url(), &[]);
+    let events: Vec<OutboundEvent> = (0..3)
+        .map(|sequence| event(&subject, &format!("order-{sequence}"), sequence))
+        .collect();
+    let outcomes = publisher.publish(&events).await;
+    assert_eq!((&outcomes[0], &outcomes[1]), (&Ok(()), &Ok(())));
+    match &outcomes[2] {
+        Err(PublishFailure::Rejected(message)) => {
+            assert!(message.contains(&subject), "{message}");
+            assert!(message.contains("maximum messages"), "{message}");
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    assert!(Publisher::is_connected(&publisher));
+    assert_eq!(stream.message_count().await, 2);
+    stream.delete().await;
+}
+
+/// A connection that stops answering fails the batch as unavailable after
+/// `ack_timeout`, never as rejected; the next publish opens a new client
+/// and delivers, counted as a rebuild.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_goes_silent_is_replaced_after_the_ack_timeout() {
+    let subject = unique_name("silent");
+    let stream = stream(std::slice::from_ref(&subject)).await;
+    let proxy = TcpProxy::in_front_of(&nats_url()).await;
+    let publisher = publisher(&proxy.route(&nats_url()), &[]);
+    assert_eq!(
+        publisher.publish(&[event(&subject, "order-1", 0)]).await,
+        vec![Ok(())]
+    );
+    proxy.stall_connections();
+    let started = std::time::Instant::now();
+    let outcomes = publisher
+        .publish(&[event(&subject, "order-1", 1), event(&subject, "order-2", 2)])
+        .await;
+    assert!(
+        outcomes
+            .iter()
+            .all(|outcome| matches!(outcome, Err(PublishFailure::Unavailable(_)))),
+        "{outcomes:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "failed after ack_timeout (2 s): {:?}",
+        started.elapsed()
+    );
+    assert!(
+        !Publisher::is_connected(&publisher),
+        "the silent client is dropped"
+    );
+    let outcomes = publisher
+        .publish(&[event(&subject, "order-1", 1), event(&subject, "order-2", 2)])
+        .await;
+    assert_eq!(outcomes, vec![Ok(()), Ok(())]);
+    assert_eq!(Publisher::client_rebuilds(&publisher), 1);
+    assert_eq!(stream.message_count().await, 3);
+    stream.delete().await;
+}
+
+/// `[nats.subjects."<topic>"]` templates fill in the topic, the aggregate
+/// type and id and the event type; a topic without one goes to the
+/// subject named after it; an event whose values make no subject is
+/// rejected and holds its aggregate's later events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subject_templates_name_each_event_s_subject() {
+    let topic = unique_name("templated");
+    let plain = unique_name("plain");
+    let stream = stream(&[format!("{topic}.>"), plain.clone()]).await;
+    let publisher = publisher(
+        &nats_url(),
+        &[(
+            topic.as_str(),
+            "{topic}.{aggregate_type}.{aggregate_id}.{event_type}",
+        )],
+    );
+    let mut events = vec![
+        event(&topic, "order-1", 0),
+        event(&topic, "order-2", 1),
+        event(&plain, "order-3", 2),
+        event(&topic, "bad id", 3),
+        event(&topic, "bad id", 4),
+    ];
+    events[1].aggregate_type = "invoice".to_owned();
+    let outcomes = publisher.publish(&events).await;
+    assert_eq!(&outcomes[..3], &[Ok(()), Ok(()), Ok(())]);
+    assert!(
+        matches!(&outcomes[3], Err(PublishFailure::Rejected(message)) if message.contains("whitespace")),
+        "{:?}",
+        outcomes[3]
+    );
+    assert!(
+        matches!(&outcomes[4], Err(PublishFailure::Held(_))),
+        "{:?}",
+        outcomes[4]
+    );
+    let subjects: Vec<String> = stream
+        .messages(3, Duration::from_secs(10))
+        .await
+        .into_iter()
+        .map(|message| message.subject)
+        .collect();
+    assert_eq!(
+        subjects,
+        vec![
+            format!("{topic}.order.order-1.order.created"),
+            format!("{topic}.invoice.order-2.order.updated"),
+            plain,
+        ]
+    );
+    stream.delete().await;
+}
+
+/// The ordering hazard of a client that reconnects by itself: a large
+/// batch of one aggregate is handed over while the connection is stalled,
+/// so its first messages sit in the socket and the client's write buffer
+/// and the rest wait in the client's queue. The connection is then cut
+/// and the server is unreachable for a while, then back. async-nats would
+/// reconnect and write the queued messages, which the stream would store
+/// while the ones before them were lost. The publisher's client never
+/// connects again: every message not stored before the cut fails, and
+/// what the stream holds of the aggregate is a gapless start of the
+/// batch. Sent again, the rest follows in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cut_off_mid_batch_never_writes_what_was_queued_for_it() {
+    let subject = unique_name("cut-off");
+    let stream = stream(std::slice::from_ref(&subject)).await;
+    let proxy = TcpProxy::in_front_of(&nats_url()).await;
+    let mut config = NatsPublisherConfig::new(vec![proxy.route(&nats_url())]);
+    config.ack_timeout = Duration::from_secs(5);
+    config.connect_timeout = Duration::from_secs(2);
+    let publisher = Arc::new(NatsPublisher::new(config).expect("nats publisher"));
+    let warm_up = event(&subject, "order-a", 0);
+    assert_eq!(
+        publisher.publish(std::slice::from_ref(&warm_up)).await,
+        vec![Ok(())]
+    );
+
+    // 32 KiB each: far more than the socket buffers and the client's
+    // 64 KiB write buffer hold.
+    let padding = "x".repeat(32 << 10);
+    let batch: Vec<OutboundEvent> = (1..=600)
+        .map(|sequence| {
+            let mut event = event(&subject, "order-a", sequence);
+            event.payload = format!(r#"{{"sequence":{sequence},"padding":"{padding}"}}"#).into();
+            event
+        })
+        .collect();
+    proxy.stall_connections();
+    let sent = Arc::clone(&publisher).send(batch.clone()).await;
+    assert!(sent.in_order_in_flight, "handed over whole");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    proxy.sever();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    proxy.restore();
+    // Time for a client that reconnects to do so and write its queue.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let outcomes = sent.acknowledgements.await;
+    let failed = outcomes.iter().filter(|outcome| outcome.is_err()).count();
+    assert!(failed > 0, "the cut lost nothing: the test proves nothing");
+    for outcome in &outcomes {
+        assert!(
+            matches!(outcome, Ok(()) | Err(PublishFailure::Unavailable(_))),
+            "{outcome:?}"
+        );
+    }
+
+    let stored: Vec<u64> = stream
+        .messages(0, Duration::ZERO)
+        .await
+        .iter()
+        .map(sequence_of)
+        .collect();
+    if let Some((position, sequence)) = stored
+        .iter()
+        .enumerate()
+        .find(|(position, sequence)| u64::try_from(*position).ok() != Some(**sequence))
+    {
+        panic!(
+            "the stream holds event {sequence} of the aggregate at position {position}, \
+             without the ones before it ({} stored)",
+            stored.len()
+        );
+    }
+    let first_failed = outcomes
+        .iter()
+        .position(Result::is_err)
+        .expect("some failed");
+    assert!(
+        outcomes[first_failed..].iter().all(Result::is_err),
+        "a message acknowledged after one that failed"
+    );
+
+    // As the relay does: send again from the first that failed.
+    let again = &batch[first_failed..];
+    let resent = publisher.publish(again).await;
+    assert!(resent.iter().all(Result::is_ok), "{resent:?}");
+    let mut seen = HashSet::new();
+    let mut last = None;
+    for message in stream.messages(601, Duration::from_secs(30)).await {
+        let id = message.headers["Nats-Msg-Id"].clone();
+        let sequence = sequence_of(&message);
+        if seen.insert(id) {
+            assert!(
+                last.is_none_or(|last| last < sequence),
+                "{sequence} stored after {last:?}"
+            );
+            last = Some(sequence);
+        }
+    }
+    assert_eq!(seen.len(), 601, "every event stored once");
+    stream.delete().await;
+}
