@@ -80,6 +80,7 @@ fn the_example_file_shows_every_field() {
         "kafka",
         "amqp",
         "redis",
+        "nats",
         "http",
     ];
     for table in tables {
@@ -96,7 +97,8 @@ fn the_example_file_shows_every_field() {
                 || EXAMPLE.contains(&format!("\n# {field} = "))
                 // Per-topic routes are shown as a commented example.
                 || (table == "amqp" && field == "routing" && EXAMPLE.contains("# [amqp.routing.\""))
-                || (table == "redis" && field == "streams" && EXAMPLE.contains("# [redis.streams.\""));
+                || (table == "redis" && field == "streams" && EXAMPLE.contains("# [redis.streams.\""))
+                || (table == "nats" && field == "subjects" && EXAMPLE.contains("# [nats.subjects.\""));
             assert!(
                 shown,
                 "relay/examples/relay.toml does not show [{table}] {field}"

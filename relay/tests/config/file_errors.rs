@@ -336,6 +336,46 @@ fn redis_stream_settings_are_checked_and_explained() {
 }
 
 #[test]
+fn nats_settings_are_checked_and_explained() {
+    let cases: [(&str, &[&str]); 8] = [
+        (
+            "[nats]\nack_timeout = \"10s\"",
+            &["nats.ack_timeout: 10s must be less than publish_timeout (10s)"],
+        ),
+        ("[nats]\nconnect_timeout = \"0s\"", &["nats.connect_timeout"]),
+        (
+            "[nats]\nuser = \"relay\"",
+            &["nats.password", "user is set without its password"],
+        ),
+        (
+            "[nats]\npassword = \"hunter2\"",
+            &["nats.user", "password is set without a user"],
+        ),
+        (
+            "[nats]\ntoken = \"hunter2\"\ncreds_file = \"relay.creds\"",
+            &["nats.creds_file", "one way of logging in"],
+        ),
+        (
+            "[nats.subjects.orders]\nsubject = \"orders.{tenant}\"",
+            &["nats.subjects.orders.subject", "`{tenant}`", "{aggregate_id}"],
+        ),
+        (
+            "[nats.subjects.orders]\nsubject = \"orders.>\"",
+            &["nats.subjects.orders.subject", "wildcard `>`"],
+        ),
+        (
+            "[nats.subjects.orders]\nstream = \"x\"",
+            &["unknown field `stream`", "`subject`"],
+        ),
+    ];
+    for (text, parts) in cases {
+        let message = config_error(text);
+        assert!(!message.contains("hunter2"), "{message}");
+        assert_contains(&message, parts);
+    }
+}
+
+#[test]
 fn kafka_options_that_break_the_contract_are_refused() {
     let cases: [(&str, &[&str]); 5] = [
         (

@@ -109,6 +109,43 @@ fn a_full_config_parses() {
 }
 
 #[test]
+fn nats_settings_and_subjects_parse() {
+    let config = parse_config(
+        r#"
+        [nats]
+        ack_timeout = "2s"
+        connect_timeout = "1s"
+        user = "relay"
+        password = "hunter2"
+
+        [nats.subjects."orders"]
+        subject = "orders.{aggregate_type}.{event_type}"
+
+        [nats.subjects."audit"]
+        "#,
+    );
+    assert_eq!(config.nats.ack_timeout, Duration::from_secs(2));
+    assert_eq!(config.nats.connect_timeout, Duration::from_secs(1));
+    assert_eq!(config.nats.user.as_deref(), Some("relay"));
+    assert_eq!(config.nats.password.as_deref(), Some("hunter2"));
+    let debug = format!("{:?}", config.nats);
+    assert!(!debug.contains("hunter2"), "{debug}");
+    let orders = config.nats.subjects["orders"]
+        .subject_template()
+        .expect("valid subject");
+    assert_eq!(orders.template(), "orders.{aggregate_type}.{event_type}");
+    let audit = config.nats.subjects["audit"]
+        .subject_template()
+        .expect("default");
+    assert_eq!(audit.template(), "{topic}");
+    let defaults = RelayConfig::default().nats;
+    assert_eq!(defaults.ack_timeout, Duration::from_secs(5));
+    assert_eq!(defaults.connect_timeout, Duration::from_secs(5));
+    assert_eq!(defaults.token, None);
+    assert_eq!(defaults.creds_file, None);
+}
+
+#[test]
 fn redis_streams_parse() {
     let config = parse_config(
         r#"

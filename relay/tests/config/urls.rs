@@ -92,6 +92,59 @@ fn redis_urls_parse() {
 }
 
 #[test]
+fn nats_server_lists_parse() {
+    let nats = |servers: &[&str]| BrokerUrl::Nats {
+        servers: servers.iter().map(|server| (*server).to_owned()).collect(),
+    };
+    let cases = [
+        ("nats://localhost:4222", nats(&["nats://localhost:4222"])),
+        ("nats://127.0.0.1", nats(&["nats://127.0.0.1:4222"])),
+        (
+            "nats://a.example.com:4222, b.example.com:4223,[::1]",
+            nats(&[
+                "nats://a.example.com:4222",
+                "nats://b.example.com:4223",
+                "nats://[::1]:4222",
+            ]),
+        ),
+        ("  NATS://n1:4222/ ", nats(&["nats://n1:4222"])),
+        ("tls://nats.example.com", nats(&["tls://nats.example.com:4222"])),
+    ];
+    for (input, expected) in cases {
+        let parsed = BrokerUrl::parse(input).unwrap_or_else(|error| panic!("{input}: {error}"));
+        assert_eq!(parsed, expected, "{input}");
+        assert_eq!(parsed.kind(), "nats");
+    }
+    let parsed: BrokerUrl = "nats://a:1,b:2".parse().expect("FromStr");
+    assert_eq!(parsed.to_string(), "nats://a:1,b:2");
+    assert_eq!(
+        BrokerUrl::parse("tls://a,b:4333").expect("tls").to_string(),
+        "tls://a:4222,b:4333"
+    );
+}
+
+#[test]
+fn bad_nats_urls_name_the_problem_and_mask_the_password() {
+    let cases: [(&str, &[&str]); 6] = [
+        ("nats://", &["no servers", "nats://HOST[:PORT]"]),
+        (
+            "nats://relay:hunter2@localhost:4222",
+            &["takes no credentials", "[nats]", "relay:***@localhost"],
+        ),
+        ("nats://a:4222,", &["server 2 of the list is empty"]),
+        ("nats://a:0", &["server `a:0`", "port 0"]),
+        ("nats://a:4222/orders", &["`/orders`", "[nats]"]),
+        ("tls://bad host", &["`bad host`", "not a host name"]),
+    ];
+    for (input, parts) in cases {
+        let message = broker_error(input);
+        assert!(message.starts_with("invalid broker `"), "{message}");
+        assert!(!message.contains("hunter2"), "{message}");
+        assert_contains(&message, parts);
+    }
+}
+
+#[test]
 fn bad_redis_urls_name_the_problem_and_mask_the_password() {
     let cases: [(&str, &[&str]); 8] = [
         ("redis://", &["no host", "redis://"]),
@@ -202,11 +255,13 @@ fn unknown_brokers_say_what_is_accepted() {
         "redis://",
         "rediss://",
         "redis+cluster://",
+        "nats://",
+        "tls://",
         "stdout",
     ];
-    let message = broker_error("nats://u:hunter2@localhost:4222");
+    let message = broker_error("mqtt://u:hunter2@localhost:1883");
     assert!(!message.contains("hunter2"), "{message}");
-    assert_contains(&message, &["unsupported scheme `nats`"]);
+    assert_contains(&message, &["unsupported scheme `mqtt`"]);
     assert_contains(&message, &accepted);
 
     let message = broker_error("localhost:9092");

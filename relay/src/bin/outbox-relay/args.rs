@@ -63,7 +63,8 @@ pub enum Command {
         #[command(flatten)]
         database: DatabaseArgs,
         /// `kafka://host:port[,host:port...]`, `amqp://user:pass@host:port/vhost`,
-        /// `amqps://...` or `stdout`. Falls back to `OUTBOX_BROKER`, then `stdout`.
+        /// `amqps://...`, `redis://...`, `nats://host:port[,host:port...]` or
+        /// `stdout`. Falls back to `OUTBOX_BROKER`, then `stdout`.
         #[arg(long)]
         broker: Option<String>,
         /// TOML configuration file; every field has a default.
@@ -208,8 +209,8 @@ pub enum Command {
         /// The database.
         #[command(flatten)]
         database: DatabaseArgs,
-        /// As for `run`: `kafka://...`, `amqp://...`, `amqps://...` or
-        /// `stdout`. Falls back to `OUTBOX_BROKER`, then `stdout`.
+        /// As for `run`: `kafka://...`, `amqp://...`, `amqps://...`,
+        /// `redis://...`, `nats://...` or `stdout`. Falls back to `OUTBOX_BROKER`, then `stdout`.
         #[arg(long)]
         broker: Option<String>,
         /// TOML configuration file, as for `run` (broker options and
