@@ -14,7 +14,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 ALL_OUTBOX="postgres,mysql,sqlite,kafka,rabbitmq,backoff,opentelemetry"
 ALL_INBOX="postgres,mysql,sqlite,kafka,rabbitmq,redis,tls,opentelemetry"
-ALL_RELAY="postgres,mysql,sqlite,kafka,rabbitmq,redis,logical,tls"
+ALL_RELAY="postgres,mysql,sqlite,kafka,rabbitmq,redis,nats,logical,tls"
 
 # package|features|targets
 COMBINATIONS=(
@@ -40,6 +40,8 @@ COMBINATIONS=(
     "outbox-relay|rabbitmq|--lib"
     "outbox-relay|redis|--lib"
     "outbox-relay|postgres,redis|--lib"
+    "outbox-relay|nats|--lib"
+    "outbox-relay|postgres,nats|--lib"
     "outbox-relay|logical|--lib"
     "outbox-relay|postgres,rabbitmq|--lib"
     "outbox-relay|$ALL_RELAY|--lib"
@@ -97,6 +99,7 @@ refused() {
 PG=postgres://postgres@127.0.0.1:5432/test
 refused kafka --database-url "$PG" --broker kafka://127.0.0.1:9092
 refused redis --database-url "$PG" --broker redis://127.0.0.1:6379
+refused nats --database-url "$PG" --broker nats://127.0.0.1:4222
 refused tls --database-url "$PG" --broker amqps://guest:guest@127.0.0.1:5671/%2f
 refused sqlite --database-url sqlite://outbox-not-built.db --broker stdout
 refused mysql --database-url mysql://root@127.0.0.1:3306/test --broker stdout
