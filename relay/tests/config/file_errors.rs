@@ -342,7 +342,10 @@ fn nats_settings_are_checked_and_explained() {
             "[nats]\nack_timeout = \"10s\"",
             &["nats.ack_timeout: 10s must be less than publish_timeout (10s)"],
         ),
-        ("[nats]\nconnect_timeout = \"0s\"", &["nats.connect_timeout"]),
+        (
+            "[nats]\nconnect_timeout = \"0s\"",
+            &["nats.connect_timeout"],
+        ),
         (
             "[nats]\nuser = \"relay\"",
             &["nats.password", "user is set without its password"],
@@ -357,7 +360,11 @@ fn nats_settings_are_checked_and_explained() {
         ),
         (
             "[nats.subjects.orders]\nsubject = \"orders.{tenant}\"",
-            &["nats.subjects.orders.subject", "`{tenant}`", "{aggregate_id}"],
+            &[
+                "nats.subjects.orders.subject",
+                "`{tenant}`",
+                "{aggregate_id}",
+            ],
         ),
         (
             "[nats.subjects.orders]\nsubject = \"orders.>\"",

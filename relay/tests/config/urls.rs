@@ -108,7 +108,10 @@ fn nats_server_lists_parse() {
             ]),
         ),
         ("  NATS://n1:4222/ ", nats(&["nats://n1:4222"])),
-        ("tls://nats.example.com", nats(&["tls://nats.example.com:4222"])),
+        (
+            "tls://nats.example.com",
+            nats(&["tls://nats.example.com:4222"]),
+        ),
     ];
     for (input, expected) in cases {
         let parsed = BrokerUrl::parse(input).unwrap_or_else(|error| panic!("{input}: {error}"));
