@@ -16,7 +16,7 @@ use crate::policy::{BrokerMessage, Settlement};
 /// The entries of one aggregate in one stream: handled one after another.
 /// An entry without `ce_partitionkey` is in its stream's lane of such
 /// entries.
-pub(crate) type LaneKey = (Arc<str>, Option<Vec<u8>>);
+pub(crate) type LaneKey = (Arc<str>, Option<Arc<[u8]>>);
 
 /// One entry of a stream, read through the consumer group.
 #[derive(Debug, Clone)]
@@ -28,23 +28,40 @@ pub(crate) struct StreamEntry {
     /// Times the group delivered it, this delivery included (the
     /// `XPENDING` delivery count); 1 for a new entry.
     pub(crate) deliveries: u32,
+    /// Its `ce_partitionkey`, read once: the aggregate of its lane.
+    pub(crate) aggregate: Option<Arc<[u8]>>,
     /// Whether it was in a batch whose handler failed: it then runs on its
     /// own, never in a batch again.
     pub(crate) alone: bool,
 }
 
 impl StreamEntry {
+    /// The entry `id` of `stream` with `fields`, delivered `deliveries`
+    /// times.
+    pub(crate) fn new(
+        stream: Arc<str>,
+        id: String,
+        fields: Vec<(String, Vec<u8>)>,
+        deliveries: u32,
+    ) -> Self {
+        let partition_key = wire::redis_field_name(wire::PARTITION_KEY_ATTRIBUTE);
+        let aggregate = fields
+            .iter()
+            .find(|(name, _)| *name == partition_key)
+            .map(|(_, value)| Arc::from(value.as_slice()));
+        StreamEntry {
+            stream,
+            id,
+            fields,
+            deliveries,
+            aggregate,
+            alone: false,
+        }
+    }
+
     /// `stream/id`: where a dead letter came from.
     pub(crate) fn source(&self) -> String {
         format!("{}/{}", self.stream, self.id)
-    }
-
-    /// The value of `field`, if the entry has it.
-    fn field(&self, field: &str) -> Option<&[u8]> {
-        self.fields
-            .iter()
-            .find(|(name, _)| name == field)
-            .map(|(_, value)| value.as_slice())
     }
 }
 
@@ -52,10 +69,7 @@ impl LaneMessage for StreamEntry {
     type Lane = LaneKey;
 
     fn lane(&self) -> LaneKey {
-        let key = self
-            .field(&wire::redis_field_name(wire::PARTITION_KEY_ATTRIBUTE))
-            .map(<[u8]>::to_vec);
-        (Arc::clone(&self.stream), key)
+        (Arc::clone(&self.stream), self.aggregate.clone())
     }
 
     fn runs_alone(&self) -> bool {
@@ -233,7 +247,8 @@ fn field_list(fields: Value) -> Result<Vec<(String, Vec<u8>)>, String> {
     pairs
         .into_iter()
         .map(|(name, value)| {
-            let name = String::from_utf8_lossy(&bytes(name)?).into_owned();
+            let name = String::from_utf8(bytes(name)?)
+                .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned());
             Ok((name, bytes(value)?))
         })
         .collect()

@@ -212,13 +212,13 @@ impl Reader {
         let mut deleted = Vec::new();
         let mut handed = Vec::with_capacity(entries.len());
         for (id, fields) in entries {
-            let entry = StreamEntry {
-                stream: Arc::clone(&stream),
-                deliveries: deliveries.get(&id).copied().unwrap_or(1).max(1),
+            let delivered = deliveries.get(&id).copied().unwrap_or(1).max(1);
+            let entry = StreamEntry::new(
+                Arc::clone(&stream),
                 id,
-                fields: fields.unwrap_or_default(),
-                alone: false,
-            };
+                fields.unwrap_or_default(),
+                delivered,
+            );
             if entry.fields.is_empty() {
                 deleted.push(entry);
             } else if self.in_flight.insert(&entry) {
