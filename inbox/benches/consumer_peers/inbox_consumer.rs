@@ -1,5 +1,5 @@
-//! The inbox consumers, in the bench's process: `RabbitMqInboxConsumer`
-//! and `KafkaInboxConsumer` with a handler that writes one invoice per
+//! The inbox consumers, in the bench's process: `RabbitMqInboxConsumer`,
+//! `KafkaInboxConsumer` and `RedisInboxConsumer` with a handler that writes one invoice per
 //! order in the inbox transaction, per delivery (today's behaviour) or
 //! batched.
 
@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use outbox::Event;
 use outbox_inbox::kafka::{KafkaConsumerConfig, KafkaInboxConsumer};
 use outbox_inbox::rabbitmq::{RabbitMqConsumerConfig, RabbitMqInboxConsumer};
+use outbox_inbox::redis::{RedisConsumerConfig, RedisInboxConsumer};
 use outbox_inbox::{BatchItem, BoxError, ConsumerStats, Delivery, Handler, Inbox};
 use outbox_testkit::{TestDatabase, unique_name};
 use serde::Deserialize;
@@ -20,7 +21,7 @@ use uuid::Uuid;
 use crate::cpu::{MachineSample, own_seconds};
 use crate::database;
 use crate::finished;
-use crate::load::{KAFKA_GROUP_OPTIONS, KafkaTopic, RabbitQueue};
+use crate::load::{KAFKA_GROUP_OPTIONS, KafkaTopic, RabbitQueue, RedisStream};
 use crate::report::Measured;
 
 /// The inbox's consumer name.
@@ -154,6 +155,45 @@ pub(crate) async fn kafka(
     })
     .await;
     topic.wait_until_committed(&group, 2 * events as u64).await;
+    measured
+}
+
+/// The Redis inbox consumer on `stream` until every entry is settled.
+pub(crate) async fn redis(
+    mode: Mode,
+    stream: &RedisStream,
+    database: &TestDatabase<Postgres>,
+    events: usize,
+) -> Measured {
+    let group = unique_name("peers-billing");
+    let mut config = RedisConsumerConfig::new(
+        outbox_testkit::redis::redis_url(),
+        group.clone(),
+        [stream.stream.clone()],
+    );
+    match mode {
+        Mode::PerDelivery => config.max_in_flight = 32,
+        Mode::Batched => {
+            config.max_in_flight = BATCHED_MAX_IN_FLIGHT;
+            config.read_count = BATCH_SIZE;
+            config.batch_size = BATCH_SIZE;
+            config.batch_wait = BATCH_WAIT;
+        }
+    }
+    let label = format!("Redis inbox consumer ({mode:?})");
+    let pool = consumer_pool(database).await;
+    let measured = measure(&label, database, events, |stop| async move {
+        let inbox = Inbox::new(pool, CONSUMER)?;
+        RedisInboxConsumer::new(inbox, Invoicing, config)?
+            .run(stop)
+            .await
+    })
+    .await;
+    let pending = stream.pending(&group).await;
+    assert_eq!(
+        pending, 0,
+        "{label}: {pending} entries left pending after the run"
+    );
     measured
 }
 

@@ -229,3 +229,71 @@ impl Drop for KafkaTopic {
         kafka::delete_topics_blocking(self.brokers.clone(), topics);
     }
 }
+
+/// A stream of one run, loaded with `XADD`s of the relay's wire format
+/// (`outbox_testkit::redis::RelayEntry`), not through the relay.
+pub(crate) struct RedisStream {
+    pub(crate) stream: String,
+    connection: redis::aio::MultiplexedConnection,
+}
+
+impl RedisStream {
+    /// Add `events` deliveries (each event twice) to a stream of the run's
+    /// own, `PUBLISH_CHUNK` per pipeline. Panics naming Redis when it
+    /// cannot be reached.
+    pub(crate) async fn load(events: usize) -> RedisStream {
+        let mut connection = outbox_testkit::redis::require_redis().await;
+        let stream = unique_name("peers-orders");
+        let entries: Vec<outbox_testkit::redis::RelayEntry> = deliveries(events, &stream)
+            .iter()
+            .map(|event| outbox_testkit::redis::RelayEntry {
+                id: Some(event.event_id.to_string()),
+                event_type: event.event_type.clone(),
+                source: event.source.clone(),
+                aggregate_type: event.aggregate_type.clone(),
+                aggregate_id: event.aggregate_id.clone(),
+                event_version: event.event_version.to_string(),
+                headers: Vec::new(),
+                traceparent: None,
+                tracestate: None,
+                data: event.payload.as_bytes().to_vec(),
+            })
+            .collect();
+        for chunk in entries.chunks(PUBLISH_CHUNK) {
+            outbox_testkit::redis::add_entries(&mut connection, &stream, chunk).await;
+        }
+        let length = outbox_testkit::redis::stream_length(&mut connection, &stream).await;
+        assert_eq!(
+            length,
+            entries.len(),
+            "Redis stream {stream} holds {length} entries after adding {}",
+            entries.len()
+        );
+        RedisStream { stream, connection }
+    }
+
+    /// Entries of `group` still pending (read and not acknowledged).
+    pub(crate) async fn pending(&self, group: &str) -> u64 {
+        let summary: (u64, redis::Value, redis::Value, redis::Value) = redis::cmd("XPENDING")
+            .arg(&self.stream)
+            .arg(group)
+            .query_async(&mut self.connection.clone())
+            .await
+            .unwrap_or_else(|error| panic!("XPENDING {} {group}: {error}", self.stream));
+        summary.0
+    }
+}
+
+impl Drop for RedisStream {
+    fn drop(&mut self) {
+        let keys = vec![self.stream.clone(), format!("{}.dlq", self.stream)];
+        let deleting = std::thread::spawn(move || {
+            let client = redis::Client::open(outbox_testkit::redis::redis_url())?;
+            let mut connection = client.get_connection()?;
+            redis::cmd("DEL").arg(&keys).query::<u64>(&mut connection)
+        });
+        if let Ok(Err(error)) = deleting.join() {
+            eprintln!("cannot delete the run's stream: {error}");
+        }
+    }
+}

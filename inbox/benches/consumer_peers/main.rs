@@ -1,16 +1,19 @@
 //! Consumer throughput as a user sees it: the inbox consumers, one
 //! transaction per delivery and batched, beside mq-bridge's inbox on
-//! RabbitMQ, and beside a raw rdkafka consumer on Kafka.
+//! RabbitMQ, beside a raw rdkafka consumer on Kafka, and beside a raw
+//! `XREADGROUP` + `XACK` consumer on Redis Streams.
 //!
 //! ```sh
 //! cargo bench -p outbox-inbox --bench consumer_peers -- --brokers rabbitmq --rounds 2
 //! cargo bench -p outbox-inbox --bench consumer_peers -- --brokers kafka --rounds 3
 //! cargo bench -p outbox-inbox --bench consumer_peers -- --brokers rabbitmq --cases inbox,mq-bridge
+//! cargo bench -p outbox-inbox --bench consumer_peers -- --brokers redis --rounds 3
 //! ```
 //!
-//! Flags: `--brokers rabbitmq,kafka` (both by default), `--rounds N` (2),
-//! `--cases` out of `inbox`, `batched`, `mq-bridge` (RabbitMQ) and `raw`
-//! (Kafka) (all by default), `--events N` (10,000).
+//! Flags: `--brokers rabbitmq,kafka,redis` (RabbitMQ and Kafka by
+//! default), `--rounds N` (2), `--cases` out of `inbox`, `batched`,
+//! `mq-bridge` (RabbitMQ) and `raw` (Kafka, Redis) (all by default),
+//! `--events N` (10,000).
 //!
 //! **The workload.** 10,000 unique `order.created` events, each published
 //! twice, in a shuffled order: 20,000 persistent deliveries loaded before
@@ -50,6 +53,14 @@
 //!   512, `ON CONFLICT DO NOTHING` on the order id, offsets committed after
 //!   each batch. The reference of the Kafka ratios (target ≥ 0.8 for the
 //!   batched inbox).
+//! - Redis Streams: one stream of the run's own, loaded with `XADD`s of
+//!   the relay's wire format (`outbox_testkit::redis::RelayEntry`), not
+//!   through the relay. `RedisInboxConsumer` per entry (`max_in_flight`
+//!   32) and batched (`batch_size` and `read_count` 512, `max_in_flight`
+//!   1024), beside a raw consumer (`raw_redis.rs`): `XREADGROUP` of up to
+//!   512 entries, the same unnest `INSERT ... ON CONFLICT DO NOTHING` in
+//!   one plain transaction, then `XACK` of the batch. The reference of the
+//!   Redis ratios (target ≥ 0.8 for the batched inbox).
 //!
 //! **What is timed.** From the consumer's start (its `run` called; for
 //! mq-bridge, its process spawned) to its last delivery settled: for the
@@ -72,7 +83,8 @@
 //! **What it needs.** The test services (`scripts/test.sh
 //! --services-only`): PostgreSQL (`OUTBOX_TEST_POSTGRES_URL`), RabbitMQ
 //! (`OUTBOX_TEST_AMQP_URL`, and `rabbitmqctl` for the final queue check)
-//! and the Kafka API broker (`OUTBOX_TEST_KAFKA_BROKERS`). A service that
+//! and the Kafka API broker (`OUTBOX_TEST_KAFKA_BROKERS`), and Redis
+//! (`OUTBOX_TEST_REDIS_URL`) for `--brokers redis`. A service that
 //! does not answer fails the bench naming it. mq-bridge needs `python3`
 //! with `venv`, and PyPI the first time (see `mq_bridge.rs`).
 
@@ -83,11 +95,12 @@ mod inbox_consumer;
 mod load;
 mod mq_bridge;
 mod raw_kafka;
+mod raw_redis;
 mod report;
 mod settings;
 
 use inbox_consumer::Mode;
-use load::{KafkaTopic, RabbitQueue};
+use load::{KafkaTopic, RabbitQueue, RedisStream};
 use report::{Measured, Report};
 use settings::{Broker, Case, Settings};
 
@@ -165,6 +178,18 @@ async fn run(case: Case, settings: &Settings, python: Option<&std::path::Path>) 
                     inbox_consumer::kafka(Mode::Batched, &topic, &database, events).await
                 }
                 _ => raw_kafka::run(&topic, &database, events).await,
+            }
+        }
+        Case::RedisInbox | Case::RedisInboxBatched | Case::RawRedis => {
+            let stream = RedisStream::load(events).await;
+            match case {
+                Case::RedisInbox => {
+                    inbox_consumer::redis(Mode::PerDelivery, &stream, &database, events).await
+                }
+                Case::RedisInboxBatched => {
+                    inbox_consumer::redis(Mode::Batched, &stream, &database, events).await
+                }
+                _ => raw_redis::run(&stream, &database, events).await,
             }
         }
     }

@@ -8,6 +8,7 @@ use std::fmt;
 pub(crate) enum Broker {
     RabbitMq,
     Kafka,
+    Redis,
 }
 
 impl Broker {
@@ -15,7 +16,8 @@ impl Broker {
         match name {
             "rabbitmq" | "amqp" => Broker::RabbitMq,
             "kafka" => Broker::Kafka,
-            other => panic!("--brokers: unknown broker {other:?} (rabbitmq, kafka)"),
+            "redis" => Broker::Redis,
+            other => panic!("--brokers: unknown broker {other:?} (rabbitmq, kafka, redis)"),
         }
     }
 }
@@ -25,6 +27,7 @@ impl fmt::Display for Broker {
         formatter.write_str(match self {
             Broker::RabbitMq => "RabbitMQ",
             Broker::Kafka => "Kafka",
+            Broker::Redis => "Redis Streams",
         })
     }
 }
@@ -44,6 +47,12 @@ pub(crate) enum Case {
     KafkaInboxBatched,
     /// An rdkafka consumer writing each batch in one plain transaction.
     RawKafka,
+    /// `RedisInboxConsumer`, one inbox transaction per entry.
+    RedisInbox,
+    /// `RedisInboxConsumer` with `batch_size` 512.
+    RedisInboxBatched,
+    /// `XREADGROUP` of up to 512 entries, one plain transaction, `XACK`.
+    RawRedis,
 }
 
 impl Case {
@@ -52,6 +61,7 @@ impl Case {
         match broker {
             Broker::RabbitMq => &[Case::RabbitInbox, Case::RabbitInboxBatched, Case::MqBridge],
             Broker::Kafka => &[Case::KafkaInbox, Case::KafkaInboxBatched, Case::RawKafka],
+            Broker::Redis => &[Case::RedisInbox, Case::RedisInboxBatched, Case::RawRedis],
         }
     }
 
@@ -60,16 +70,19 @@ impl Case {
         match broker {
             Broker::RabbitMq => Case::MqBridge,
             Broker::Kafka => Case::RawKafka,
+            Broker::Redis => Case::RawRedis,
         }
     }
 
     /// The name in `--cases`.
     pub(crate) fn key(self) -> &'static str {
         match self {
-            Case::RabbitInbox | Case::KafkaInbox => "inbox",
-            Case::RabbitInboxBatched | Case::KafkaInboxBatched => "batched",
+            Case::RabbitInbox | Case::KafkaInbox | Case::RedisInbox => "inbox",
+            Case::RabbitInboxBatched | Case::KafkaInboxBatched | Case::RedisInboxBatched => {
+                "batched"
+            }
             Case::MqBridge => "mq-bridge",
-            Case::RawKafka => "raw",
+            Case::RawKafka | Case::RawRedis => "raw",
         }
     }
 
@@ -82,6 +95,9 @@ impl Case {
             Case::KafkaInbox => "inbox, per delivery (max_in_flight 32)",
             Case::KafkaInboxBatched => "inbox, batched (batch 512, max_in_flight 1024)",
             Case::RawKafka => "raw rdkafka, one transaction per batch of 512",
+            Case::RedisInbox => "inbox, per entry (max_in_flight 32)",
+            Case::RedisInboxBatched => "inbox, batched (batch 512, max_in_flight 1024)",
+            Case::RawRedis => "raw XREADGROUP + XACK, one transaction per batch of 512",
         }
     }
 }
