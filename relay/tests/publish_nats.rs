@@ -3,7 +3,8 @@
 //! published, no stream for a subject, a full stream that refuses new
 //! messages, a connection that goes silent, subject templates, and a
 //! client cut off mid-batch that never writes what was still queued for
-//! it. The cases every publisher shares are in `publishers/`.
+//! it, and logins on a server of the test's own. The cases every publisher
+//! shares are in `publishers/`.
 
 mod support;
 
@@ -13,7 +14,9 @@ use std::time::Duration;
 
 use async_nats::jetstream::stream::{Config as StreamConfig, DiscardPolicy};
 use outbox_relay::OutboundEvent;
-use outbox_relay::publish::nats::{NatsPublisher, NatsPublisherConfig, SubjectTemplate};
+use outbox_relay::publish::nats::{
+    NatsCredentials, NatsPublisher, NatsPublisherConfig, SubjectTemplate,
+};
 use outbox_relay::publish::{PublishFailure, Publisher};
 use outbox_testkit::nats::{StoredMessage, TestStream, nats_url, require_nats};
 use outbox_testkit::{TcpProxy, unique_name};
@@ -368,4 +371,141 @@ async fn a_client_cut_off_mid_batch_never_writes_what_was_queued_for_it() {
     }
     assert_eq!(seen.len(), 601, "every event stored once");
     stream.delete().await;
+}
+
+/// A `nats-server` with JetStream of one test's own, on a free loopback
+/// port, with its store in a directory of its own; stopped (by its process
+/// id) and removed when dropped.
+struct PrivateNats {
+    child: std::process::Child,
+    port: u16,
+    store: std::path::PathBuf,
+}
+
+impl PrivateNats {
+    /// Start it with `arguments` (its login settings) and wait until it
+    /// answers.
+    async fn start(arguments: &[&str]) -> PrivateNats {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let store = std::env::temp_dir().join(unique_name("nats-store"));
+        let child = std::process::Command::new("nats-server")
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(&store)
+            .args(arguments)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("nats-server runs (apt-get install nats-server)");
+        let server = PrivateNats { child, port, store };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the private nats-server did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        server
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for PrivateNats {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.store);
+    }
+}
+
+/// On a server that wants a user and password (then one that wants a
+/// token), the client logs in with them, and so does the client that
+/// replaces it after its connection was cut (the cut client's own
+/// reconnect is refused by the publisher, not by the server); wrong
+/// credentials leave the events unavailable, naming the refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_and_its_replacement_log_in_with_a_password_or_a_token() {
+    let logins = [
+        (
+            vec!["--user", "relay", "--pass", "s3cret"],
+            NatsCredentials::UserPassword {
+                user: "relay".to_owned(),
+                password: "s3cret".to_owned(),
+            },
+            NatsCredentials::UserPassword {
+                user: "relay".to_owned(),
+                password: "hunter2".to_owned(),
+            },
+            async_nats::ConnectOptions::with_user_and_password(
+                "relay".to_owned(),
+                "s3cret".to_owned(),
+            ),
+        ),
+        (
+            vec!["--auth", "t0ken"],
+            NatsCredentials::Token("t0ken".to_owned()),
+            NatsCredentials::Token("hunter2".to_owned()),
+            async_nats::ConnectOptions::with_token("t0ken".to_owned()),
+        ),
+    ];
+    for (arguments, credentials, wrong, own_login) in logins {
+        let server = PrivateNats::start(&arguments).await;
+        let own = own_login
+            .connect(server.url().as_str())
+            .await
+            .expect("the test's own login");
+        let subject = unique_name("login");
+        let stream = TestStream::create(
+            &async_nats::jetstream::new(own),
+            &subject,
+            std::slice::from_ref(&subject),
+        )
+        .await;
+        let proxy = TcpProxy::in_front_of(&server.url()).await;
+        let publisher_with = |credentials: NatsCredentials| {
+            let mut config = NatsPublisherConfig::new(vec![proxy.route(&server.url())]);
+            config.credentials = credentials;
+            config.ack_timeout = Duration::from_secs(2);
+            config.connect_timeout = Duration::from_secs(2);
+            NatsPublisher::new(config).expect("nats publisher")
+        };
+        let publisher = publisher_with(credentials);
+        assert_eq!(
+            publisher.publish(&[event(&subject, "order-1", 0)]).await,
+            vec![Ok(())]
+        );
+        proxy.drop_connections();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(
+            !Publisher::is_connected(&publisher),
+            "the cut client is gone for good"
+        );
+        assert_eq!(
+            publisher.publish(&[event(&subject, "order-1", 1)]).await,
+            vec![Ok(())]
+        );
+        assert_eq!(Publisher::client_rebuilds(&publisher), 1);
+        assert_eq!(stream.message_count().await, 2);
+
+        let refused = publisher_with(wrong)
+            .publish(&[event(&subject, "order-2", 2)])
+            .await;
+        match &refused[0] {
+            Err(PublishFailure::Unavailable(message)) => {
+                assert!(message.contains("authorization"), "{message}");
+                assert!(!message.contains("hunter2"), "{message}");
+            }
+            other => panic!("expected unavailable, got {other:?}"),
+        }
+        stream.delete().await;
+    }
 }

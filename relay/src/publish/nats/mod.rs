@@ -53,7 +53,7 @@ use send::HandedOver;
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let publisher =
 ///     NatsPublisher::new(NatsPublisherConfig::new(vec!["nats://127.0.0.1:4222".to_owned()]))?;
-/// publisher.connect().await?;
+/// publisher.connect().await.map_err(|failure| failure.to_string())?;
 /// # Ok(())
 /// # }
 /// ```
