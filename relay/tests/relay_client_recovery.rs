@@ -1,7 +1,8 @@
 //! A relay whose broker client breaks: a relay frozen past its lease is
 //! fenced out of marking and recovers, a fenced or fatally failed Kafka
 //! producer is replaced, and a relay that cannot publish hands its
-//! partitions to the healthy relays instead of holding them hostage.
+//! partitions to the healthy relays instead of holding them hostage (on
+//! RabbitMQ, Redis and NATS).
 
 mod support;
 
@@ -11,7 +12,8 @@ use std::time::Duration;
 use outbox_relay::publish::{KafkaPublisher, KafkaPublisherConfig, Publisher};
 use outbox_relay::{DatabaseUrl, RelayConfig, RelayService};
 use outbox_testkit::{
-    Collected, TcpProxy, TestDatabase, kafka, rabbitmq, redis as redis_kit, unique_name,
+    Collected, TcpProxy, TestDatabase, kafka, nats as nats_kit, rabbitmq, redis as redis_kit,
+    unique_name,
 };
 use support::http::{endpoint_address, get, sample};
 use support::process::{RelayProcess, wait_until};
@@ -47,6 +49,10 @@ connect_timeout = "500ms"
 
 [redis]
 response_timeout = "500ms"
+connect_timeout = "500ms"
+
+[nats]
+ack_timeout = "500ms"
 connect_timeout = "500ms"
 "#
     )
@@ -404,6 +410,17 @@ async fn a_relay_cut_off_from_redis_stands_by_and_rejoins_once_it_reaches_it() {
     redis_kit::require_redis().await;
     let collected = redis_kit::stream_consumer(&stream);
     cut_off_relay_stands_by_and_rejoins(&stream, collected, &redis_kit::redis_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relay_cut_off_from_nats_stands_by_and_rejoins_once_it_reaches_it() {
+    let subject = unique_name("rejoin");
+    let jetstream = nats_kit::require_nats().await;
+    let stream =
+        nats_kit::TestStream::create(&jetstream, &subject, std::slice::from_ref(&subject)).await;
+    let collected = nats_kit::stream_consumer(jetstream, subject.clone());
+    cut_off_relay_stands_by_and_rejoins(&subject, collected, &nats_kit::nats_url()).await;
+    stream.delete().await;
 }
 
 /// Two relays share the partitions, one of them reaching the broker at

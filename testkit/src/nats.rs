@@ -1,16 +1,18 @@
 //! The NATS side of the tests: the real server with JetStream
-//! (`OUTBOX_TEST_NATS_URL`, default `nats://127.0.0.1:4222`), and streams
-//! of each test's own, read back in stream order.
+//! (`OUTBOX_TEST_NATS_URL`, default `nats://127.0.0.1:4222`), streams of
+//! each test's own, read back in stream order, and a consumer that collects
+//! what arrived.
 //!
 //! A server that does not answer fails the test naming it and
 //! `scripts/test.sh --services-only`; nothing is skipped. Nothing here
 //! touches a stream a test did not make.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
 
+use crate::received::{Collected, Received};
 use crate::services::START_SERVICES;
 
 /// Default server; `OUTBOX_TEST_NATS_URL` overrides it.
@@ -70,6 +72,23 @@ pub struct StoredMessage {
     pub headers: BTreeMap<String, String>,
     /// Its payload.
     pub payload: Vec<u8>,
+}
+
+impl From<jetstream::message::StreamMessage> for StoredMessage {
+    fn from(message: jetstream::message::StreamMessage) -> Self {
+        StoredMessage {
+            subject: message.subject.to_string(),
+            sequence: message.sequence,
+            headers: message
+                .headers
+                .iter()
+                .filter_map(|(name, values)| {
+                    Some((name.to_string(), values.first()?.as_str().to_owned()))
+                })
+                .collect(),
+            payload: message.payload.to_vec(),
+        }
+    }
 }
 
 /// A stream a test made, on the test server.
@@ -170,19 +189,7 @@ impl TestStream {
                 // Deleted (or never stored) at that sequence.
                 continue;
             };
-            let headers = message
-                .headers
-                .iter()
-                .filter_map(|(name, values)| {
-                    Some((name.to_string(), values.first()?.as_str().to_owned()))
-                })
-                .collect();
-            messages.push(StoredMessage {
-                subject: message.subject.to_string(),
-                sequence: message.sequence,
-                headers,
-                payload: message.payload.to_vec(),
-            });
+            messages.push(StoredMessage::from(message));
         }
         messages
     }
@@ -191,4 +198,85 @@ impl TestStream {
     pub async fn delete(self) {
         let _ = self.jetstream.delete_stream(&self.name).await;
     }
+}
+
+/// A stored message as a [`Received`]: the id from `ce-id`, the aggregate
+/// from `ce-partitionkey` (both percent-decoded), the payload; the key is
+/// `Nats-Msg-Id` (a message has no key of its own).
+pub fn received(message: &StoredMessage) -> Received {
+    let header = |name: &str| {
+        message
+            .headers
+            .iter()
+            .find(|(header, _)| header.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.clone())
+            .unwrap_or_default()
+    };
+    let decoded = |name: &str| {
+        let value = header(name);
+        outbox_wire_decode(&value).unwrap_or(value)
+    };
+    Received {
+        ce_id: decoded("ce-id"),
+        key: header("Nats-Msg-Id"),
+        aggregate_id: decoded("ce-partitionkey"),
+        payload: serde_json::from_slice(&message.payload).unwrap_or(serde_json::Value::Null),
+        headers: message
+            .headers
+            .iter()
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect::<HashMap<_, _>>(),
+    }
+}
+
+/// Percent-decoding of a `ce-` header value (the writer's encoding, see
+/// `outbox::wire::percent_decode_header_value`).
+fn outbox_wire_decode(value: &str) -> Option<String> {
+    let bytes = value.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        if bytes[index] == b'%' {
+            let hex = value.get(index + 1..index + 3)?;
+            decoded.push(u8::from_str_radix(hex, 16).ok()?);
+            index += 3;
+        } else {
+            decoded.push(bytes[index]);
+            index += 1;
+        }
+    }
+    String::from_utf8(decoded).ok()
+}
+
+/// Follow the stream `name` on the test server in the background,
+/// collecting every message in stream order.
+pub fn stream_consumer(jetstream: jetstream::Context, name: String) -> Collected {
+    let collected = Collected::default();
+    let sink = collected.clone();
+    tokio::spawn(async move {
+        let mut next = 1;
+        loop {
+            let Ok(mut stream) = jetstream.get_stream(&name).await else {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            };
+            let last = match stream.info().await {
+                Ok(info) => info.state.last_sequence,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
+            while next <= last {
+                // Tried again on the next round when it fails.
+                let Ok(message) = stream.get_raw_message(next).await else {
+                    break;
+                };
+                sink.push(received(&StoredMessage::from(message)));
+                next += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    collected
 }
