@@ -1,10 +1,11 @@
 //! What only the NATS JetStream publisher does, on the real server that
 //! `scripts/test.sh` starts: its headers, a duplicate acknowledged as
 //! published, no stream for a subject, a full stream that refuses new
-//! messages, a connection that goes silent, subject templates, and a
-//! client cut off mid-batch that never writes what was still queued for
-//! it, and logins on a server of the test's own. The cases every publisher
-//! shares are in `publishers/`.
+//! messages, a message over `max_payload`, a connection that goes silent,
+//! subject templates, a client cut off mid-batch that never writes what
+//! was still queued for it, a failed TLS handshake, and logins on a server
+//! of the test's own. The cases every publisher shares are in
+//! `publishers/`.
 
 mod support;
 
@@ -371,6 +372,47 @@ async fn a_client_cut_off_mid_batch_never_writes_what_was_queued_for_it() {
     }
     assert_eq!(seen.len(), 601, "every event stored once");
     stream.delete().await;
+}
+
+/// A message larger than the server's `max_payload` (1 MiB by default) is
+/// not sent: a rejection naming the subject; the event after it of
+/// another aggregate is published, and the client stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_larger_than_the_server_takes_is_rejected() {
+    let subject = unique_name("oversized");
+    let stream = stream(std::slice::from_ref(&subject)).await;
+    let publisher = publisher(&nats_url(), &[]);
+    let mut oversized = event(&subject, "order-1", 0);
+    oversized.payload = format!(r#"{{"padding":"{}"}}"#, "x".repeat(2 << 20)).into();
+    let outcomes = publisher
+        .publish(&[oversized, event(&subject, "order-2", 1)])
+        .await;
+    match &outcomes[0] {
+        Err(PublishFailure::Rejected(message)) => {
+            assert!(message.contains(&subject), "{message}");
+            assert!(message.contains("larger than the server takes"), "{message}");
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    assert_eq!(outcomes[1], Ok(()));
+    assert!(Publisher::is_connected(&publisher));
+    assert_eq!(stream.message_count().await, 1);
+    stream.delete().await;
+}
+
+/// `tls://` against the plain port: the TLS handshake fails, and the
+/// events are unavailable (no attempt spent, no panic).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_handshake_failure_is_unavailable() {
+    require_nats().await;
+    let url = nats_url().replacen("nats://", "tls://", 1);
+    let publisher = publisher(&url, &[]);
+    let outcomes = publisher.publish(&[event("orders", "order-1", 0)]).await;
+    assert!(
+        matches!(&outcomes[0], Err(PublishFailure::Unavailable(_))),
+        "{outcomes:?}"
+    );
+    assert!(!Publisher::is_connected(&publisher));
 }
 
 /// A `nats-server` with JetStream of one test's own, on a free loopback
