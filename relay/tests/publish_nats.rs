@@ -390,7 +390,10 @@ async fn a_message_larger_than_the_server_takes_is_rejected() {
     match &outcomes[0] {
         Err(PublishFailure::Rejected(message)) => {
             assert!(message.contains(&subject), "{message}");
-            assert!(message.contains("larger than the server takes"), "{message}");
+            assert!(
+                message.contains("larger than the server takes"),
+                "{message}"
+            );
         }
         other => panic!("expected a rejection, got {other:?}"),
     }
