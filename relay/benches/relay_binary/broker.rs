@@ -1,28 +1,40 @@
-//! The two brokers the relay publishes to: where they are, a fresh topic or
-//! exchange per case, their raw client, and a consumer.
+//! The brokers the relay publishes to: where they are, a fresh topic,
+//! exchange or stream per case, their raw client, and a consumer.
 
-use outbox_testkit::kafka;
+use outbox_testkit::{kafka, redis};
 
 use crate::Settings;
 use crate::consumer_process::spawn_consumer;
-use crate::support::consumers::{Arrivals, Deliveries, amqp_deliveries, kafka_deliveries};
+use crate::support::consumers::{
+    Arrivals, Deliveries, amqp_deliveries, kafka_deliveries, noting, redis_consume,
+};
 use crate::support::events::unique_name;
-use crate::support::raw::{RawRate, RawRecord, raw_lapin, raw_rdkafka};
+use crate::support::raw::{RawRate, RawRecord, raw_lapin, raw_rdkafka, raw_redis};
 use crate::support::targets::{AmqpTarget, amqp_target};
 
 /// Publisher confirms in flight at most for raw lapin.
 const AMQP_WINDOW: usize = 5_000;
+/// `XADD`s per pipeline of raw redis-rs: the relay's batch size
+/// (`batch_size`, 500 by default when polling).
+const REDIS_PIPELINE: usize = 500;
+/// Pipelines raw redis-rs keeps handed over and unanswered on its
+/// connection. The relay keeps up to 1,000 events (two batches of 500)
+/// in flight while it sends a third.
+const REDIS_WINDOW: usize = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Broker {
     Kafka,
     RabbitMq,
+    Redis,
 }
 
-/// A topic (Kafka) or an exchange with a bound queue (RabbitMQ) of one case.
+/// A topic (Kafka), an exchange with a bound queue (RabbitMQ) or a stream
+/// (Redis) of one case.
 pub(crate) enum Target {
     Topic { name: String, brokers: String },
     Exchange(Box<AmqpTarget>),
+    Stream { name: String, url: String },
 }
 
 impl Broker {
@@ -30,7 +42,8 @@ impl Broker {
         match name.trim() {
             "kafka" => Broker::Kafka,
             "rabbitmq" => Broker::RabbitMq,
-            other => panic!("unknown broker {other}: kafka or rabbitmq"),
+            "redis" => Broker::Redis,
+            other => panic!("unknown broker {other}: kafka, rabbitmq or redis"),
         }
     }
 
@@ -38,6 +51,7 @@ impl Broker {
         match self {
             Broker::Kafka => "PostgreSQL → Kafka (tansu)",
             Broker::RabbitMq => "PostgreSQL → RabbitMQ",
+            Broker::Redis => "PostgreSQL → Redis Streams",
         }
     }
 
@@ -46,6 +60,7 @@ impl Broker {
         match self {
             Broker::Kafka => format!("kafka://{}", settings.kafka_brokers),
             Broker::RabbitMq => settings.amqp_url.clone(),
+            Broker::Redis => settings.redis_url.clone(),
         }
     }
 
@@ -54,6 +69,7 @@ impl Broker {
         match self {
             Broker::Kafka => &["tansu"],
             Broker::RabbitMq => &["beam.smp"],
+            Broker::Redis => &["redis-server"],
         }
     }
 
@@ -69,11 +85,17 @@ impl Broker {
                 }
             }
             Broker::RabbitMq => Target::Exchange(Box::new(amqp_target(prefix).await)),
+            // `XADD` makes the stream; nothing is there before.
+            Broker::Redis => Target::Stream {
+                name: unique_name(prefix),
+                url: settings.redis_url.clone(),
+            },
         }
     }
 
     /// The raw client's rate on a target of its own: rdkafka idempotent
-    /// with acks=all, or lapin with publisher confirms.
+    /// with acks=all, lapin with publisher confirms, or redis-rs pipelining
+    /// the relay's `XADD`s on one multiplexed connection.
     pub(crate) async fn raw(self, settings: &Settings, records: &[RawRecord]) -> RawRate {
         let target = self.target(settings, "raw").await;
         let rate = match self {
@@ -96,6 +118,17 @@ impl Broker {
                 )
                 .await
             }
+            Broker::Redis => {
+                raw_redis(
+                    &settings.redis_url,
+                    target.name(),
+                    records,
+                    REDIS_PIPELINE,
+                    REDIS_WINDOW,
+                    self.processes(),
+                )
+                .await
+            }
         };
         target.remove().await;
         rate
@@ -112,7 +145,7 @@ impl Broker {
     }
 
     /// A consumer of `target`, noting every delivery's event id in order:
-    /// the topic from its beginning, or the exchange's queue.
+    /// the topic or the stream from its beginning, or the exchange's queue.
     pub(crate) async fn deliveries(
         self,
         settings: &Settings,
@@ -123,15 +156,19 @@ impl Broker {
             Target::Exchange(exchange) => {
                 amqp_deliveries(&settings.amqp_url, &exchange.queue).await
             }
+            Target::Stream { name, url } => {
+                let (deliveries, note) = noting();
+                (deliveries, redis_consume(url, name, note).await)
+            }
         }
     }
 }
 
 impl Target {
-    /// The topic or exchange name: the events' `topic` column.
+    /// The topic, exchange or stream name: the events' `topic` column.
     pub(crate) fn name(&self) -> &str {
         match self {
-            Target::Topic { name, .. } => name,
+            Target::Topic { name, .. } | Target::Stream { name, .. } => name,
             Target::Exchange(exchange) => &exchange.exchange,
         }
     }
@@ -140,6 +177,10 @@ impl Target {
         match self {
             Target::Topic { name, brokers } => kafka::delete_topic(&brokers, &name).await,
             Target::Exchange(exchange) => exchange.remove().await,
+            Target::Stream { name, url } => {
+                let mut connection = redis::connect_to(&url, "OUTBOX_TEST_REDIS_URL").await;
+                redis::delete_keys(&mut connection, &[name]).await;
+            }
         }
     }
 }

@@ -1,8 +1,8 @@
 //! A consumer in a process of its own, as users consume: the bench binary
-//! started again with `--consume`, subscribed through librdkafka or with
-//! lapin's `basic_consume`, writing `event-id unix-nanoseconds` for every
-//! arrival to its standard output; this process turns the lines back into
-//! arrival instants.
+//! started again with `--consume`, subscribed through librdkafka, with
+//! lapin's `basic_consume` or reading a Redis stream with `XREAD BLOCK`,
+//! writing `event-id unix-nanoseconds` for every arrival to its standard
+//! output; this process turns the lines back into arrival instants.
 //!
 //! The consumer stamps an arrival with the wall clock the moment its
 //! client hands the message over; the reader here maps it onto its own
@@ -18,10 +18,11 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 use crate::broker::Target;
-use crate::support::consumers::{Arrivals, amqp_consume, kafka_consume};
+use crate::support::consumers::{Arrivals, amqp_consume, kafka_consume, redis_consume};
 
 /// The argument that makes the bench binary a consumer:
-/// `--consume kafka BROKERS TOPIC` or `--consume rabbitmq URL QUEUE`.
+/// `--consume kafka BROKERS TOPIC`, `--consume rabbitmq URL QUEUE` or
+/// `--consume redis URL STREAM`.
 pub(crate) const CONSUME: &str = "--consume";
 
 /// Start a consumer process of `target`; returns the arrivals it reports
@@ -34,6 +35,7 @@ pub(crate) fn spawn_consumer(
     let (kind, address, source) = match target {
         Target::Topic { name, brokers } => ("kafka", brokers.as_str(), name.as_str()),
         Target::Exchange(exchange) => ("rabbitmq", amqp_url, exchange.queue.as_str()),
+        Target::Stream { name, url } => ("redis", url.as_str(), name.as_str()),
     };
     let executable = std::env::current_exe().expect("the bench's own executable");
     let mut child = Command::new(executable)
@@ -71,7 +73,9 @@ pub(crate) fn spawn_consumer(
 /// until killed, writing every arrival to standard output.
 pub(crate) async fn consume(args: &[String]) {
     let [kind, address, source] = args else {
-        panic!("{CONSUME} kafka BROKERS TOPIC, or {CONSUME} rabbitmq URL QUEUE");
+        panic!(
+            "{CONSUME} kafka BROKERS TOPIC, {CONSUME} rabbitmq URL QUEUE or {CONSUME} redis URL STREAM"
+        );
     };
     let report = |id: String, _: Instant| {
         let nanos = SystemTime::now()
@@ -90,7 +94,8 @@ pub(crate) async fn consume(args: &[String]) {
     let task = match kind.as_str() {
         "kafka" => kafka_consume(address, source, report),
         "rabbitmq" => amqp_consume(address, source, report).await,
-        other => panic!("unknown broker {other}: kafka or rabbitmq"),
+        "redis" => redis_consume(address, source, report).await,
+        other => panic!("unknown broker {other}: kafka, rabbitmq or redis"),
     };
     let _ = task.await;
 }

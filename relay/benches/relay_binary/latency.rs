@@ -31,7 +31,7 @@ use crate::support::consumers::{Arrivals, percentiles};
 use crate::support::events::EVENT_TYPE;
 use crate::support::raw::{
     AMQP_PUBLISH, amqp_confirm_channel, amqp_properties, kafka_headers, kafka_producer,
-    warm_up_kafka,
+    redis_connection, redis_xadd, warm_up_kafka,
 };
 use crate::writers::{Pace, Produced, Written, write_steadily};
 use crate::{Settings, UNIFORM_AGGREGATES, WRITERS};
@@ -162,6 +162,9 @@ pub(crate) async fn latency(
         (Route::Direct, Target::Exchange(_)) => {
             direct_amqp(settings, &database, topic, &arrivals, pace).await
         }
+        (Route::Direct, Target::Stream { .. }) => {
+            direct_redis(settings, &database, topic, &arrivals, pace).await
+        }
     };
     let (latencies, missing) = collect(&produced, &arrivals).await;
     let slowest = Slowest::find(&produced.commits, &arrivals);
@@ -184,7 +187,7 @@ pub(crate) async fn latency(
             }
             drop(warm_producer);
         }
-        Held::Kafka => {}
+        Held::Nothing => {}
         Held::Amqp(connection) => {
             let _ = connection.close(200, "bye".into()).await;
         }
@@ -232,9 +235,10 @@ async fn acknowledged_since(
 
 /// What a route keeps open until every event has arrived: the relay (and
 /// the Kafka producer of its warm-up, its `/metrics` read just before the
-/// first event, and the proxy holding its confirms back, if any), or the direct producer's AMQP connection. Kafka
-/// clients are dropped only once the run is over: dropping one while the
-/// broker's metadata changes has crashed librdkafka here.
+/// first event, and the proxy holding its confirms back, if any), or the
+/// direct producer's AMQP connection. Kafka clients are dropped only once
+/// the run is over: dropping one while the broker's metadata changes has
+/// crashed librdkafka here.
 enum Held {
     Relay {
         relay: RunningRelay,
@@ -242,7 +246,8 @@ enum Held {
         start: (Scrape, Buckets),
         held_acks: Option<HeldAcks>,
     },
-    Kafka,
+    /// Nothing beyond the producers' own clients.
+    Nothing,
     Amqp(lapin::Connection),
 }
 
@@ -265,6 +270,7 @@ async fn through_relay(
             let _ = connection.close(200, "bye".into()).await;
             (warm_id, None)
         }
+        Broker::Redis => (redis_connection(&settings.redis_url, topic).await.1, None),
     };
     wait_for_arrival(arrivals, &warm_id.to_string()).await;
     let (broker_url, held_acks) =
@@ -322,7 +328,7 @@ async fn direct_kafka(
     };
     let stop = CancellationToken::new();
     let produced = write_steadily(&database.pool, topic, pace, stop, send).await;
-    (produced, Held::Kafka)
+    (produced, Held::Nothing)
 }
 
 /// Each writer publishes its event to RabbitMQ (confirms awaited in the
@@ -364,6 +370,39 @@ async fn direct_amqp(
     let stop = CancellationToken::new();
     let produced = write_steadily(&database.pool, exchange, pace, stop, send).await;
     (produced, Held::Amqp(connection))
+}
+
+/// Each writer adds its event to the Redis stream (the reply awaited in
+/// the background) right after its commit.
+async fn direct_redis(
+    settings: &Settings,
+    database: &BenchDatabase,
+    stream: &str,
+    arrivals: &Arrivals,
+    pace: Pace,
+) -> (Produced, Held) {
+    let (connection, warm_id) = redis_connection(&settings.redis_url, stream).await;
+    wait_for_arrival(arrivals, &warm_id.to_string()).await;
+    let destination = stream.to_owned();
+    let send = move |event: Written| {
+        let mut connection = connection.clone();
+        let xadd = redis_xadd(
+            &destination,
+            &event.event_id,
+            &event.aggregate_id,
+            event.payload.as_bytes(),
+        );
+        async move {
+            tokio::spawn(async move {
+                if let Err(error) = xadd.query_async::<String>(&mut connection).await {
+                    eprintln!("    ! direct XADD failed: {error}");
+                }
+            });
+        }
+    };
+    let stop = CancellationToken::new();
+    let produced = write_steadily(&database.pool, stream, pace, stop, send).await;
+    (produced, Held::Nothing)
 }
 
 /// Wait for every committed event to arrive (at most `ARRIVAL_LIMIT`);

@@ -54,11 +54,12 @@ pub(crate) enum Outage {
 }
 
 impl Outage {
-    /// The outages of `broker`.
+    /// The outages of `broker` (none on Redis).
     pub(crate) fn of(broker: Broker) -> &'static [Outage] {
         match broker {
             Broker::Kafka => &[Outage::KafkaFrozen],
             Broker::RabbitMq => &[Outage::RabbitMqStopped, Outage::RabbitMqFrozen],
+            Broker::Redis => &[],
         }
     }
 

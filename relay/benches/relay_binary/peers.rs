@@ -127,8 +127,15 @@ struct Pair {
 /// Run the case on RabbitMQ, if among the brokers; print every run and
 /// the medians.
 pub(crate) async fn peers(settings: &Settings) {
-    if settings.brokers.contains(&Broker::Kafka) {
-        println!("== peers: skipped on Kafka: mq-bridge's poll is compared on RabbitMQ");
+    for broker in settings
+        .brokers
+        .iter()
+        .filter(|&&broker| broker != Broker::RabbitMq)
+    {
+        println!(
+            "== peers: skipped on {}: mq-bridge's poll is compared on RabbitMQ",
+            broker.path()
+        );
     }
     if !settings.brokers.contains(&Broker::RabbitMq) {
         return;

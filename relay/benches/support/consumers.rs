@@ -10,9 +10,12 @@ use futures::StreamExt;
 use lapin::options::BasicConsumeOptions;
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
+use outbox_testkit::redis::{connect_to, entry_fields};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Headers, Message};
+use redis::AsyncCommands;
+use redis::streams::{StreamReadOptions, StreamReadReply};
 
 use super::events::unique_name;
 
@@ -41,24 +44,36 @@ pub fn percentiles(values: &mut [Duration]) -> String {
     )
 }
 
+/// Arrival stamps, and the callback of a consumer that fills them: the
+/// first arrival of each event id.
+pub fn stamping() -> (Arrivals, impl FnMut(String, Instant) + Send + 'static) {
+    let stamps: Arrivals = Arc::default();
+    let sink = Arc::clone(&stamps);
+    (stamps, move |id, now| {
+        sink.lock().unwrap().entry(id).or_insert(now);
+    })
+}
+
+/// Deliveries, and the callback of a consumer that notes every one in
+/// order.
+pub fn noting() -> (Deliveries, impl FnMut(String, Instant) + Send + 'static) {
+    let deliveries: Deliveries = Arc::default();
+    let sink = Arc::clone(&deliveries);
+    (deliveries, move |id, _| sink.lock().unwrap().push(id))
+}
+
 /// Start a consumer that stamps the arrival time of every event id; returns
 /// the stamps and the consuming task.
 pub fn kafka_consumer(brokers: &str, topic: &str) -> (Arrivals, tokio::task::JoinHandle<()>) {
-    let stamps: Arrivals = Arc::default();
-    let sink = Arc::clone(&stamps);
-    let task = kafka_consume(brokers, topic, move |id, now| {
-        sink.lock().unwrap().entry(id).or_insert(now);
-    });
-    (stamps, task)
+    let (stamps, stamp) = stamping();
+    (stamps, kafka_consume(brokers, topic, stamp))
 }
 
 /// Start a consumer that notes every delivery's event id in order, from
 /// the topic's beginning; returns them and the consuming task.
 pub fn kafka_deliveries(brokers: &str, topic: &str) -> (Deliveries, tokio::task::JoinHandle<()>) {
-    let deliveries: Deliveries = Arc::default();
-    let sink = Arc::clone(&deliveries);
-    let task = kafka_consume(brokers, topic, move |id, _| sink.lock().unwrap().push(id));
-    (deliveries, task)
+    let (deliveries, note) = noting();
+    (deliveries, kafka_consume(brokers, topic, note))
 }
 
 /// Consume `topic` from its beginning in a group of its own, calling
@@ -106,13 +121,8 @@ pub fn kafka_consume(
 /// Start a consumer of `queue` that stamps the arrival time of every event
 /// id (the AMQP `message-id`); returns the stamps and the consuming task.
 pub async fn amqp_consumer(amqp_url: &str, queue: &str) -> (Arrivals, tokio::task::JoinHandle<()>) {
-    let stamps: Arrivals = Arc::default();
-    let sink = Arc::clone(&stamps);
-    let task = amqp_consume(amqp_url, queue, move |id, now| {
-        sink.lock().unwrap().entry(id).or_insert(now);
-    })
-    .await;
-    (stamps, task)
+    let (stamps, stamp) = stamping();
+    (stamps, amqp_consume(amqp_url, queue, stamp).await)
 }
 
 /// Start a consumer of `queue` that notes every delivery's event id in
@@ -121,10 +131,8 @@ pub async fn amqp_deliveries(
     amqp_url: &str,
     queue: &str,
 ) -> (Deliveries, tokio::task::JoinHandle<()>) {
-    let deliveries: Deliveries = Arc::default();
-    let sink = Arc::clone(&deliveries);
-    let task = amqp_consume(amqp_url, queue, move |id, _| sink.lock().unwrap().push(id)).await;
-    (deliveries, task)
+    let (deliveries, note) = noting();
+    (deliveries, amqp_consume(amqp_url, queue, note).await)
 }
 
 /// Consume `queue` (no acknowledgements), calling `delivered` with each
@@ -157,6 +165,45 @@ pub async fn amqp_consume(
             let Ok(delivery) = delivery else { break };
             if let Some(id) = delivery.properties.message_id() {
                 delivered(id.to_string(), now);
+            }
+        }
+    })
+}
+
+/// Read the Redis stream `stream` from its start (`XREAD BLOCK` from
+/// `0-0`, 1,000 entries at a time), calling `delivered` with each entry's
+/// `ce_id` field and its arrival instant, in stream order.
+pub async fn redis_consume(
+    url: &str,
+    stream: &str,
+    mut delivered: impl FnMut(String, Instant) + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    let mut connection = connect_to(url, "OUTBOX_TEST_REDIS_URL").await;
+    let stream = stream.to_owned();
+    tokio::spawn(async move {
+        let mut last_id = "0-0".to_owned();
+        let options = StreamReadOptions::default().count(1000).block(100);
+        loop {
+            let reply: Result<StreamReadReply, _> = connection
+                .xread_options(&[stream.as_str()], &[last_id.as_str()], &options)
+                .await;
+            let reply = match reply {
+                Ok(reply) => reply,
+                Err(error) => {
+                    eprintln!("redis consumer error: {error}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let now = Instant::now();
+            for key in reply.keys {
+                for entry in key.ids {
+                    let mut fields = entry_fields(&entry.map);
+                    last_id = entry.id;
+                    if let Some(id) = fields.remove("ce_id") {
+                        delivered(id, now);
+                    }
+                }
             }
         }
     })

@@ -2,6 +2,9 @@
 //! settings and records as large as the relay's, on the same broker.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
@@ -11,6 +14,8 @@ use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use redis::Value;
+use redis::aio::MultiplexedConnection;
 use uuid::Uuid;
 
 use super::cpu;
@@ -50,20 +55,27 @@ pub fn kafka_producer(brokers: &str) -> FutureProducer {
         .expect("kafka producer")
 }
 
+/// The relay's `ce_*` headers (Kafka) or fields (Redis Streams) and
+/// content type, in the order it writes them.
+pub fn ce_fields(event_id: &Uuid, key: &str) -> Vec<(String, String)> {
+    let mut fields: Vec<(String, String)> = attributes(event_id, key)
+        .into_iter()
+        .map(|(name, value)| (format!("ce_{name}"), value))
+        .collect();
+    fields.push(("content-type".to_owned(), "application/json".to_owned()));
+    fields
+}
+
 /// The relay's `ce_*` headers and content type, for a raw Kafka record.
 pub fn kafka_headers(event_id: &Uuid, key: &str) -> OwnedHeaders {
     let mut headers = OwnedHeaders::new_with_capacity(10);
-    for (name, value) in attributes(event_id, key) {
-        let name = format!("ce_{name}");
+    for (name, value) in ce_fields(event_id, key) {
         headers = headers.insert(Header {
             key: name.as_str(),
             value: Some(value.as_str()),
         });
     }
-    headers.insert(Header {
-        key: "content-type",
-        value: Some("application/json"),
-    })
+    headers
 }
 
 /// Send one record and await its delivery: producer id, connection and
@@ -282,4 +294,135 @@ pub async fn publish_confirmed(
         check(confirm.await.expect("confirm"));
     }
     acknowledged
+}
+
+/// The `XADD` of one event to `stream` as the relay writes it: an entry
+/// id chosen by Redis, the relay's `ce_*` fields, `content-type`, and
+/// `data` holding the payload.
+pub fn redis_xadd(stream: &str, event_id: &Uuid, key: &str, payload: &[u8]) -> redis::Cmd {
+    let mut command = redis::cmd("XADD");
+    command.arg(stream).arg("*");
+    for (name, value) in ce_fields(event_id, key) {
+        command.arg(name).arg(value);
+    }
+    command.arg("data").arg(payload);
+    command
+}
+
+/// A multiplexed connection to the Redis server at `url`, warmed up with
+/// one acknowledged `XADD` to `stream`; returns the warm-up entry's event
+/// id too.
+pub async fn redis_connection(url: &str, stream: &str) -> (MultiplexedConnection, Uuid) {
+    let mut connection = outbox_testkit::redis::connect_to(url, "OUTBOX_TEST_REDIS_URL").await;
+    let warm_id = Uuid::now_v7();
+    let _: String = redis_xadd(stream, &warm_id, "warm-up", b"{}")
+        .query_async(&mut connection)
+        .await
+        .expect("warm-up XADD");
+    (connection, warm_id)
+}
+
+/// The reply to one pipeline, once handed to the connection.
+type PipelineReply = Pin<Box<dyn Future<Output = redis::RedisResult<Vec<Value>>> + Send>>;
+
+/// Hand `pipeline` to `connection`: the first poll writes it into the
+/// connection's queue, so a pipeline handed over later is written, run
+/// and answered after it; the reply is awaited later. Polled without the
+/// task's cooperative budget, so that first poll always gets that far.
+async fn hand_over(connection: &MultiplexedConnection, pipeline: redis::Pipeline) -> PipelineReply {
+    let mut connection = connection.clone();
+    let mut reply: PipelineReply = Box::pin(tokio::task::unconstrained(async move {
+        pipeline.query_async::<Vec<Value>>(&mut connection).await
+    }));
+    if let Poll::Ready(answered) = futures::poll!(&mut reply) {
+        reply = Box::pin(std::future::ready(answered));
+    }
+    reply
+}
+
+/// Payload bytes a pipeline of raw redis-rs holds at most: a quarter of
+/// the relay's default `max_batch_bytes` (32 MiB), whose batches in flight
+/// hold half of it.
+const REDIS_PIPELINE_BYTES: usize = 8 << 20;
+
+/// The records of each pipeline: `pipeline_size` at most, and no more
+/// than [`REDIS_PIPELINE_BYTES`] of payload unless one record alone is.
+fn pipeline_ranges(records: &[RawRecord], pipeline_size: usize) -> Vec<std::ops::Range<usize>> {
+    let mut ranges = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (index, record) in records.iter().enumerate() {
+        let full = index - start >= pipeline_size.max(1)
+            || (index > start && bytes + record.payload.len() > REDIS_PIPELINE_BYTES);
+        if full {
+            ranges.push(start..index);
+            (start, bytes) = (index, 0);
+        }
+        bytes += record.payload.len();
+    }
+    if start < records.len() {
+        ranges.push(start..records.len());
+    }
+    ranges
+}
+
+/// Plain redis-rs on one multiplexed connection: the relay's `XADD`s, in
+/// pipelines of `pipeline_size` (fewer for large payloads), each handed to the connection before the
+/// reply to the one before is awaited, at most `window` handed over and
+/// unanswered (the oldest is awaited before the pipeline built next is
+/// handed over); every reply must be an entry id.
+pub async fn raw_redis(
+    url: &str,
+    stream: &str,
+    records: &[RawRecord],
+    pipeline_size: usize,
+    window: usize,
+    broker_processes: &[&str],
+) -> RawRate {
+    let (connection, _) = redis_connection(url, stream).await;
+    let ids: Vec<Uuid> = records.iter().map(|_| Uuid::now_v7()).collect();
+    // The commands are built as the pipelines are sent, as the relay
+    // builds them from each fetched batch.
+    let cpu_before = cpu::sample(std::process::id(), broker_processes);
+    let started = Instant::now();
+    let mut in_flight: VecDeque<(usize, PipelineReply)> = VecDeque::new();
+    let mut acknowledged = 0u64;
+    let mut settle = |sent: usize, reply: redis::RedisResult<Vec<Value>>| {
+        let replies = reply.unwrap_or_else(|error| panic!("raw redis: a pipeline failed: {error}"));
+        assert_eq!(replies.len(), sent, "raw redis: replies to a pipeline");
+        for reply in &replies {
+            assert!(
+                matches!(reply, Value::BulkString(_) | Value::SimpleString(_)),
+                "raw redis: an XADD answered without an entry id: {reply:?}"
+            );
+        }
+        acknowledged += sent as u64;
+    };
+    for range in pipeline_ranges(records, pipeline_size) {
+        let (chunk, chunk_ids) = (&records[range.clone()], &ids[range]);
+        let mut pipeline = redis::pipe();
+        for (record, event_id) in chunk.iter().zip(chunk_ids) {
+            pipeline.add_command(redis_xadd(
+                stream,
+                event_id,
+                &record.key,
+                record.payload.as_bytes(),
+            ));
+        }
+        if in_flight.len() >= window.max(1)
+            && let Some((sent, reply)) = in_flight.pop_front()
+        {
+            settle(sent, reply.await);
+        }
+        in_flight.push_back((chunk.len(), hand_over(&connection, pipeline).await));
+    }
+    while let Some((sent, reply)) = in_flight.pop_front() {
+        settle(sent, reply.await);
+    }
+    let elapsed = started.elapsed();
+    let spent = cpu_before.until(&cpu::sample(std::process::id(), broker_processes));
+    RawRate {
+        rate: acknowledged as f64 / elapsed.as_secs_f64(),
+        acknowledged,
+        cpu: spent,
+    }
 }
