@@ -1,7 +1,7 @@
 //! The outbox relay: claims committed events from `outbox_events` under
 //! partition leases, or streams them from PostgreSQL's WAL, and publishes
-//! them to Kafka, RabbitMQ or stdout as CloudEvents, keeping every
-//! guarantee of the outbox contract.
+//! them to Kafka, RabbitMQ, Redis Streams, NATS JetStream or stdout as
+//! CloudEvents, keeping every guarantee of the outbox contract.
 //!
 //! The API:
 //!
