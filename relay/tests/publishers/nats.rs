@@ -118,9 +118,12 @@ impl LossyTarget for NatsTarget {
 
     /// Through a proxy: the connection open at `start_losing` carries
     /// nothing more toward the server; `break_client` closes it, and new
-    /// connections are forwarded as usual. async-nats would reconnect at
-    /// once and write what is still queued for the client ahead of the
-    /// lost messages; the publisher's client fails its reconnect instead.
+    /// connections are forwarded as usual. The client's own reconnect
+    /// fails, its sends fail, and a send on the next client waits for them.
+    /// (These sends are small enough to be written before the cut: the
+    /// case of sends still queued in the client when its connection is
+    /// lost is `publish_nats.rs`'s
+    /// `a_client_cut_off_mid_batch_never_writes_what_was_queued_for_it`.)
     async fn lossy(&self) -> LossyClient {
         let url = nats_kit::nats_url();
         let proxy = Arc::new(TcpProxy::in_front_of(&url).await);
