@@ -3,8 +3,8 @@
 //! published, no stream for a subject, a full stream that refuses new
 //! messages, a message over `max_payload`, a connection that goes silent,
 //! subject templates, a client cut off mid-batch that never writes what
-//! was still queued for it, a failed TLS handshake, and logins on a server
-//! of the test's own. The cases every publisher shares are in
+//! was still queued for it, a failed TLS handshake, and logins (a password,
+//! a token, a `.creds` file) on a server of the test's own. The cases every publisher shares are in
 //! `publishers/`.
 
 mod support;
@@ -436,12 +436,14 @@ impl PrivateNats {
             .expect("a free port")
             .port();
         let store = std::env::temp_dir().join(unique_name("nats-store"));
+        std::fs::create_dir_all(&store).expect("a store directory");
+        let log = store.join("server.log");
         let child = std::process::Command::new("nats-server")
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(&store)
             .args(arguments)
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("a log file"))
             .spawn()
             .expect("nats-server runs (apt-get install nats-server)");
         let server = PrivateNats { child, port, store };
@@ -452,7 +454,8 @@ impl PrivateNats {
         {
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "the private nats-server did not start"
+                "the private nats-server did not start: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -470,6 +473,145 @@ impl Drop for PrivateNats {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.store);
     }
+}
+
+/// Base64url without padding, as JWTs and NATS signatures are written.
+fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut text = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let word = chunk.iter().enumerate().fold(0u32, |word, (index, byte)| {
+            word | (u32::from(*byte) << (16 - 8 * index))
+        });
+        for index in 0..=chunk.len() {
+            let digit = (word >> (18 - 6 * index)) & 0x3f;
+            text.push(char::from(ALPHABET[digit as usize]));
+        }
+    }
+    text
+}
+
+/// A JWT of `claims` (the `nats` part of a NATS JWT) for `subject`, signed
+/// by `issuer`.
+fn nats_jwt(issuer: &nkeys::KeyPair, subject: &str, name: &str, nats: serde_json::Value) -> String {
+    let header = base64url(br#"{"typ":"JWT","alg":"ed25519-nkey"}"#);
+    let claims = serde_json::json!({
+        "jti": unique_name("jti").replace('-', ""),
+        "iat": chrono::Utc::now().timestamp(),
+        "iss": issuer.public_key(),
+        "name": name,
+        "sub": subject,
+        "nats": nats,
+    });
+    let claims = base64url(claims.to_string().as_bytes());
+    let signed = format!("{header}.{claims}");
+    let signature = issuer.sign(signed.as_bytes()).expect("signed");
+    format!("{signed}.{}", base64url(&signature))
+}
+
+/// A server in operator mode (an operator, one account with JetStream and
+/// the system account, preloaded): the client logs in with a `.creds` file (the user's JWT and
+/// its seed signing the server's nonce), and so does its replacement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_and_its_replacement_log_in_with_a_creds_file() {
+    let operator = nkeys::KeyPair::new_operator();
+    let account = nkeys::KeyPair::new_account();
+    let system = nkeys::KeyPair::new_account();
+    let user = nkeys::KeyPair::new_user();
+    let operator_jwt = nats_jwt(
+        &operator,
+        &operator.public_key(),
+        "outbox-test",
+        serde_json::json!({"type": "operator", "version": 2}),
+    );
+    let unlimited = serde_json::json!({
+        "subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+        "wildcards": true, "conn": -1, "leaf": -1,
+        "mem_storage": -1, "disk_storage": -1, "streams": -1, "consumer": -1,
+    });
+    let account_jwt = nats_jwt(
+        &operator,
+        &account.public_key(),
+        "relay-account",
+        serde_json::json!({"limits": unlimited, "type": "account", "version": 2}),
+    );
+    let system_jwt = nats_jwt(
+        &operator,
+        &system.public_key(),
+        "SYS",
+        serde_json::json!({"type": "account", "version": 2}),
+    );
+    let user_jwt = nats_jwt(
+        &account,
+        &user.public_key(),
+        "relay",
+        serde_json::json!({
+            "pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1,
+            "type": "user", "version": 2,
+        }),
+    );
+    let directory = std::env::temp_dir().join(unique_name("nats-creds"));
+    std::fs::create_dir_all(&directory).expect("a directory");
+    let settings = directory.join("server.conf");
+    std::fs::write(
+        &settings,
+        format!(
+            "operator: {operator_jwt}\nsystem_account: {system}\nresolver: MEMORY\n\
+             resolver_preload: {{\n  {account}: {account_jwt}\n  {system}: {system_jwt}\n}}\n",
+            account = account.public_key(),
+            system = system.public_key(),
+        ),
+    )
+    .expect("server settings");
+    let creds = directory.join("relay.creds");
+    std::fs::write(
+        &creds,
+        format!(
+            "-----BEGIN NATS USER JWT-----\n{user_jwt}\n------END NATS USER JWT------\n\n\
+             ************************* IMPORTANT *************************\n\
+             NKEY Seed printed below can be used to sign and prove identity.\n\n\
+             -----BEGIN USER NKEY SEED-----\n{}\n------END USER NKEY SEED------\n",
+            user.seed().expect("a seed")
+        ),
+    )
+    .expect("creds file");
+
+    let settings_path = settings.to_str().expect("UTF-8 path").to_owned();
+    let server = PrivateNats::start(&["-c", &settings_path]).await;
+    let own = async_nats::ConnectOptions::with_credentials_file(&creds)
+        .await
+        .expect("the test's own creds")
+        .connect(server.url().as_str())
+        .await
+        .expect("the test's own login");
+    let subject = unique_name("creds");
+    let stream = TestStream::create(
+        &async_nats::jetstream::new(own),
+        &subject,
+        std::slice::from_ref(&subject),
+    )
+    .await;
+    let proxy = TcpProxy::in_front_of(&server.url()).await;
+    let mut config = NatsPublisherConfig::new(vec![proxy.route(&server.url())]);
+    config.credentials = NatsCredentials::CredsFile(creds.clone());
+    config.ack_timeout = Duration::from_secs(2);
+    config.connect_timeout = Duration::from_secs(2);
+    let publisher = NatsPublisher::new(config).expect("nats publisher");
+    assert_eq!(
+        publisher.publish(&[event(&subject, "order-1", 0)]).await,
+        vec![Ok(())]
+    );
+    proxy.drop_connections();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        publisher.publish(&[event(&subject, "order-1", 1)]).await,
+        vec![Ok(())]
+    );
+    assert_eq!(Publisher::client_rebuilds(&publisher), 1);
+    assert_eq!(stream.message_count().await, 2);
+    stream.delete().await;
+    drop(server);
+    let _ = std::fs::remove_dir_all(&directory);
 }
 
 /// On a server that wants a user and password (then one that wants a
