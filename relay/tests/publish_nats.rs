@@ -4,8 +4,8 @@
 //! messages, a message over `max_payload`, a connection that goes silent,
 //! subject templates, a client cut off mid-batch that never writes what
 //! was still queued for it, a failed TLS handshake, and logins (a password,
-//! a token, a `.creds` file) on a server of the test's own. The cases every publisher shares are in
-//! `publishers/`.
+//! a token, a `.creds` file) on a server of the test's own. The cases every
+//! publisher shares are in `publishers/`.
 
 mod support;
 
