@@ -41,6 +41,10 @@ connect_timeout = "500ms"
 [redis]
 response_timeout = "500ms"
 connect_timeout = "500ms"
+
+[nats]
+ack_timeout = "500ms"
+connect_timeout = "500ms"
 "#;
 
 impl RelayProcess {
