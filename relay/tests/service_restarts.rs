@@ -1,5 +1,6 @@
 //! The relay while the shared services fail under it: RabbitMQ stopped,
-//! tansu frozen and Redis cut off (by a proxy in front of it) for 20 s (the
+//! tansu frozen, and Redis and NATS cut off (by a proxy in front of each)
+//! for 20 s (the
 //! relay backs off instead of spinning, records
 //! no failed attempt, and publishes everything once the broker is back),
 //! and PostgreSQL and MariaDB restarted under writers (the relay carries on
@@ -25,8 +26,8 @@ mod logical_harness;
 use std::time::{Duration, Instant};
 
 use outbox_testkit::{
-    Collected, TcpProxy, TestBackend, TestDatabase, kafka, rabbitmq, redis as redis_kit,
-    unique_name,
+    Collected, TcpProxy, TestBackend, TestDatabase, kafka, nats as nats_kit, rabbitmq,
+    redis as redis_kit, unique_name,
 };
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use support::service_control::{
@@ -56,6 +57,9 @@ enum Broker {
     /// The shared server, reached through a proxy that the test cuts: the
     /// server keeps running for every other test.
     Redis,
+    /// The shared server, cut off through a proxy as Redis is; the events
+    /// go to a stream of the test's own.
+    Nats,
 }
 
 /// What made a broker unreachable, to undo.
@@ -73,6 +77,20 @@ impl Broker {
                 redis_kit::require_redis().await;
                 redis_kit::stream_consumer(target)
             }
+            Broker::Nats => {
+                let jetstream = nats_kit::require_nats().await;
+                // Deleted by `clean_up`, by name.
+                drop(nats_kit::TestStream::create(&jetstream, target, &[target.to_owned()]).await);
+                nats_kit::stream_consumer(jetstream, target.to_owned())
+            }
+        }
+    }
+
+    /// Remove what `consume` made on the broker.
+    async fn clean_up(self, target: &str) {
+        if let Broker::Nats = self {
+            let jetstream = nats_kit::require_nats().await;
+            let _ = jetstream.delete_stream(target).await;
         }
     }
 
@@ -81,6 +99,7 @@ impl Broker {
     async fn proxy(self) -> Option<TcpProxy> {
         match self {
             Broker::Redis => Some(TcpProxy::in_front_of(&redis_kit::redis_url()).await),
+            Broker::Nats => Some(TcpProxy::in_front_of(&nats_kit::nats_url()).await),
             Broker::Kafka | Broker::RabbitMq => None,
         }
     }
@@ -96,21 +115,25 @@ impl Broker {
             (Broker::RabbitMq, _) => rabbitmq::amqp_url(),
             (Broker::Redis, Some(proxy)) => proxy.route(&redis_kit::redis_url()),
             (Broker::Redis, None) => redis_kit::redis_url(),
+            (Broker::Nats, Some(proxy)) => proxy.route(&nats_kit::nats_url()),
+            (Broker::Nats, None) => nats_kit::nats_url(),
         }
     }
 
     /// Make the broker unreachable: RabbitMQ's application stopped, tansu
-    /// frozen with SIGSTOP, the proxy in front of Redis severed (open
-    /// connections closed, new ones refused).
+    /// frozen with SIGSTOP, the proxy in front of Redis or NATS severed
+    /// (open connections closed, new ones refused).
     fn take_down(self, proxy: Option<&TcpProxy>) -> Down {
         match (self, proxy) {
             (Broker::Kafka, _) => Down::Service(freeze(tansu_pid(&kafka::brokers()))),
             (Broker::RabbitMq, _) => Down::Service(stop_rabbitmq()),
-            (Broker::Redis, Some(proxy)) => {
+            (Broker::Redis | Broker::Nats, Some(proxy)) => {
                 proxy.sever();
                 Down::Proxy
             }
-            (Broker::Redis, None) => panic!("Redis is cut off through its proxy"),
+            (Broker::Redis | Broker::Nats, None) => {
+                panic!("the broker is cut off through its proxy")
+            }
         }
     }
 
@@ -214,6 +237,7 @@ async fn broker_outage(broker: Broker) {
     );
     assert_eq!(db.count(FAILED_ATTEMPTS).await, 0, "no attempt failed");
     check_delivery(&enqueued, &collected.snapshot());
+    broker.clean_up(&target).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -229,6 +253,11 @@ async fn kafka_frozen_for_20s_backs_off_resumes_and_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_cut_off_for_20s_backs_off_resumes_and_loses_nothing() {
     broker_outage(Broker::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nats_cut_off_for_20s_backs_off_resumes_and_loses_nothing() {
+    broker_outage(Broker::Nats).await;
 }
 
 /// Writers commit and the relay publishes while `restart` restarts the
