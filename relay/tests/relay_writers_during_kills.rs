@@ -1,7 +1,8 @@
 //! Writers keep committing while the relay is SIGKILLed at random moments
 //! and started again: on every backend, to Kafka and to RabbitMQ (and from
 //! PostgreSQL to Redis Streams, on one server and on a cluster with
-//! partitioned streams), with the
+//! partitioned streams, and to NATS JetStream through a subject template),
+//! with the
 //! mark that updates the rows and the one that deletes them
 //! (`retention.published = "0s"`), nothing is lost and each aggregate's
 //! events arrive in order.
@@ -11,7 +12,8 @@ mod support;
 use std::time::Duration;
 
 use outbox_testkit::{
-    Collected, TestBackend, TestDatabase, kafka, rabbitmq, redis as redis_kit, unique_name,
+    Collected, TestBackend, TestDatabase, kafka, nats as nats_kit, rabbitmq, redis as redis_kit,
+    unique_name,
 };
 use support::http::endpoint_address;
 use support::process::{FAST_CONFIG, RelayProcess, random_millis, wait_until};
@@ -38,6 +40,9 @@ enum Broker {
     /// The Redis Cluster, each topic spread over partitioned streams
     /// (`<topic>:p:0` ... `<topic>:p:3`), which hash to different slots.
     RedisCluster,
+    /// A JetStream stream of the test's own taking `<topic>.>`, each event
+    /// published to `<topic>.<aggregate_type>`.
+    Nats,
 }
 
 /// Streams per topic on the cluster.
@@ -60,6 +65,23 @@ impl Broker {
                         .collect(),
                 )
             }
+            Broker::Nats => {
+                let jetstream = nats_kit::require_nats().await;
+                // Deleted by `clean_up`, by name.
+                drop(
+                    nats_kit::TestStream::create(&jetstream, target, &[format!("{target}.>")])
+                        .await,
+                );
+                nats_kit::stream_consumer(jetstream, target.to_owned())
+            }
+        }
+    }
+
+    /// Remove what `consume` made on the broker.
+    async fn clean_up(&self, target: &str) {
+        if let Broker::Nats = self {
+            let jetstream = nats_kit::require_nats().await;
+            let _ = jetstream.delete_stream(target).await;
         }
     }
 
@@ -69,6 +91,7 @@ impl Broker {
             Broker::RabbitMq => rabbitmq::amqp_url(),
             Broker::Redis => redis_kit::redis_url(),
             Broker::RedisCluster => redis_kit::cluster_broker_url(),
+            Broker::Nats => nats_kit::nats_url(),
         }
     }
 
@@ -77,6 +100,9 @@ impl Broker {
         match self {
             Broker::RedisCluster => format!(
                 "[redis.streams.\"{target}\"]\nkey = \"{{topic}}:p:{{partition}}\"\npartitions = {REDIS_PARTITIONS}\n"
+            ),
+            Broker::Nats => format!(
+                "[nats.subjects.\"{target}\"]\nsubject = \"{{topic}}.{{aggregate_type}}\"\n"
             ),
             _ => String::new(),
         }
@@ -175,6 +201,7 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
         "the last relay did not exit 0: {status:?}\n{}",
         relay.log()
     );
+    broker.clean_up(&target).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -185,6 +212,11 @@ async fn postgres_to_redis() {
         Mark::Update,
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_to_nats() {
+    writers_during_kills(outbox_testkit::postgres().await, Broker::Nats, Mark::Update).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
