@@ -107,7 +107,9 @@ impl NatsPublisherConfig {
         self.servers.join(",")
     }
 
-    /// Checks the server URLs (as the client reads them) and the timeouts.
+    /// Checks the server URLs (as the client reads them), the timeouts, and
+    /// that a `.creds` file can be read (it is read again at every connect,
+    /// so that a renewed file is used).
     pub(super) fn validate(&self) -> Result<(), Error> {
         if self.servers.is_empty() {
             return Err(Error::InvalidBrokerUrl {
@@ -129,6 +131,17 @@ impl NatsPublisherConfig {
                 reason: "nats.ack_timeout and nats.connect_timeout must be more than zero"
                     .to_owned(),
             });
+        }
+        if let NatsCredentials::CredsFile(path) = &self.credentials {
+            let read = std::fs::read_to_string(path)
+                .map_err(|error| format!("cannot read {}: {error}", path.display()))
+                .and_then(|contents| super::connection::read_creds(&contents, path).map(drop));
+            if let Err(reason) = read {
+                return Err(Error::Config {
+                    path: "--config".to_owned(),
+                    reason: format!("nats.creds_file: {reason}"),
+                });
+            }
         }
         Ok(())
     }

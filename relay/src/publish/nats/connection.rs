@@ -88,12 +88,8 @@ impl Login {
                 let contents = tokio::fs::read_to_string(path)
                     .await
                     .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-                let (jwt, seed) = parse_creds(&contents)
-                    .ok_or_else(|| format!("{} is not a NATS .creds file", path.display()))?;
-                let key_pair = nkeys::KeyPair::from_seed(seed).map_err(|error| {
-                    format!("the seed in {} is not valid: {error}", path.display())
-                })?;
-                Login::Jwt(jwt.to_owned(), Arc::new(key_pair))
+                let (jwt, key_pair) = read_creds(&contents, path)?;
+                Login::Jwt(jwt, Arc::new(key_pair))
             }
         })
     }
@@ -115,6 +111,23 @@ impl Login {
         }
         Ok(auth)
     }
+}
+
+/// The user JWT and the key pair of the `.creds` file at `path`, whose
+/// text is `contents`.
+pub(super) fn read_creds(
+    contents: &str,
+    path: &std::path::Path,
+) -> Result<(String, nkeys::KeyPair), String> {
+    let (jwt, seed) = parse_creds(contents).ok_or_else(|| {
+        format!(
+            "{} is not a NATS .creds file (a user JWT and an nkey seed)",
+            path.display()
+        )
+    })?;
+    let key_pair = nkeys::KeyPair::from_seed(seed)
+        .map_err(|error| format!("the seed in {} is not valid: {error}", path.display()))?;
+    Ok((jwt.to_owned(), key_pair))
 }
 
 /// The user JWT and the nkey seed of a `.creds` file: the first line

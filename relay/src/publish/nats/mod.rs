@@ -83,7 +83,7 @@ impl NatsPublisher {
     /// # Errors
     /// [`crate::error::Error::InvalidBrokerUrl`] for a server URL the
     /// client cannot read, and [`crate::error::Error::Config`] for a zero
-    /// timeout.
+    /// timeout or a `.creds` file that cannot be read.
     pub fn new(config: NatsPublisherConfig) -> Result<Self, crate::error::Error> {
         config.validate()?;
         Ok(NatsPublisher {
@@ -195,5 +195,14 @@ mod tests {
         config.ack_timeout = std::time::Duration::ZERO;
         let error = NatsPublisher::new(config).expect_err("zero ack_timeout");
         assert!(error.to_string().contains("ack_timeout"), "{error}");
+        let mut config = NatsPublisherConfig::new(vec!["nats://127.0.0.1:4222".to_owned()]);
+        config.credentials = NatsCredentials::CredsFile("/nonexistent/relay.creds".into());
+        let error = NatsPublisher::new(config).expect_err("no creds file");
+        assert!(
+            error
+                .to_string()
+                .contains("nats.creds_file: cannot read /nonexistent/relay.creds"),
+            "{error}"
+        );
     }
 }
