@@ -3,7 +3,8 @@
 //! a consumer that died are taken over after `claim_idle`; a dead letter
 //! carries its reason, its source and every field of the original, which
 //! stays pending until Redis added the dead letter; Redis out of reach and
-//! back loses nothing; bad settings are refused naming the problem.
+//! back loses nothing, and a consumer started before Redis answers waits
+//! for it; bad settings are refused naming the problem.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -249,6 +250,63 @@ async fn redis_out_of_reach_and_back_loses_nothing<DB: InboxBackend + TestBacken
     each_applied_once(db, EVENTS).await;
 }
 
+/// A consumer started while Redis is out of reach waits for it, retrying
+/// with backoff, and consumes once it answers; one whose stream key holds
+/// something else than a stream fails at once, naming Redis's refusal.
+async fn a_consumer_waits_for_redis_but_not_for_a_key_that_is_no_stream<
+    DB: InboxBackend + TestBackend,
+>(
+    db: &TestDatabase<DB>,
+) {
+    let first = prepare(db).await;
+    let broker = RedisSide::create("late", 1).await;
+    let proxy = TcpProxy::in_front_of(&redis_url()).await;
+    proxy.sever();
+    let ledger = Arc::new(Ledger::default());
+    let mut config = broker.config(Settings::default());
+    config.url = proxy.route(&redis_url());
+    config.command_timeout = Duration::from_secs(1);
+    let running = broker.start_configured(first, ledger.handler(), config);
+    broker
+        .publish(&[credit("acct-late", 0), credit("acct-late", 1)])
+        .await;
+    eventually("connection attempts", || async {
+        proxy.refused_connections() >= 3
+    })
+    .await;
+    assert_eq!(effects(db).await, 0, "nothing read while out of reach");
+    proxy.restore();
+    wait_for_effects(db, 2).await;
+    wait_until_all_acknowledged(&broker).await;
+    let stats = running.stop().await;
+    assert_eq!(stats.processed, 2, "{stats:?}");
+
+    let not_a_stream = RedisSide::create("not-a-stream", 1).await;
+    let _: () = not_a_stream
+        .connection()
+        .set(&not_a_stream.streams[0], "a string")
+        .await
+        .expect("SET");
+    let consumer = RedisInboxConsumer::new(
+        inbox(db),
+        ledger.handler(),
+        not_a_stream.config(Settings::default()),
+    )
+    .expect("valid settings");
+    let ran = tokio::time::timeout(
+        Duration::from_secs(30),
+        consumer.run(tokio_util::sync::CancellationToken::new()),
+    )
+    .await
+    .expect("the consumer gives up at once");
+    match ran {
+        Err(Error::Redis(error)) => {
+            assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
 /// Settings that cannot work are refused when the consumer is made,
 /// naming the setting.
 async fn bad_settings_are_refused_naming_the_problem<DB: InboxBackend + TestBackend>(
@@ -303,5 +361,6 @@ outbox_testkit::test_on_backends!(
     entries_pending_on_a_dead_consumer_are_taken_over_after_claim_idle,
     a_dead_letter_carries_reason_and_source_and_is_added_before_the_ack,
     redis_out_of_reach_and_back_loses_nothing,
+    a_consumer_waits_for_redis_but_not_for_a_key_that_is_no_stream,
     bad_settings_are_refused_naming_the_problem,
 );
