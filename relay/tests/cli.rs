@@ -73,9 +73,9 @@ async fn bad_input_fails_in_one_line_before_touching_the_database() {
                 "--database-url".into(),
                 url.clone(),
                 "--broker".into(),
-                "nats://x:4222".into(),
+                "nats://x:0".into(),
             ],
-            "nats://",
+            "nats://x:0",
         ),
         (
             vec![
