@@ -210,7 +210,8 @@ pub enum Command {
         #[command(flatten)]
         database: DatabaseArgs,
         /// As for `run`: `kafka://...`, `amqp://...`, `amqps://...`,
-        /// `redis://...`, `nats://...` or `stdout`. Falls back to `OUTBOX_BROKER`, then `stdout`.
+        /// `redis://...`, `nats://...` or `stdout`. Falls back to
+        /// `OUTBOX_BROKER`, then `stdout`.
         #[arg(long)]
         broker: Option<String>,
         /// TOML configuration file, as for `run` (broker options and
