@@ -8,7 +8,7 @@
 //! the last batch).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use outbox_testkit::{TestDatabase, unique_name};
 use rdkafka::config::ClientConfig;
@@ -20,11 +20,10 @@ use sqlx::Postgres;
 use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
 
-use crate::cpu::{MachineSample, own_seconds};
 use crate::database;
 use crate::inbox_consumer::{BATCH_SIZE, BATCH_WAIT};
 use crate::load::{KAFKA_GROUP_OPTIONS, KafkaTopic};
-use crate::report::Measured;
+use crate::report::{Measured, Stopwatch};
 
 /// Longest wait for the next message before the bench gives up.
 const RECEIVE_LIMIT: Duration = Duration::from_secs(60);
@@ -64,10 +63,7 @@ pub(crate) async fn run(
 ) -> Measured {
     let deliveries = 2 * events;
     let group = unique_name("peers-raw");
-    let first = tokio::spawn(database::first_invoice(database.pool().clone()));
-    let machine = MachineSample::now();
-    let cpu_before = own_seconds();
-    let started = Instant::now();
+    let stopwatch = Stopwatch::start(database.pool());
 
     let pool = PgPoolOptions::new()
         .max_connections(10)
@@ -138,23 +134,14 @@ pub(crate) async fn run(
             .commit(&list, mode)
             .unwrap_or_else(|error| panic!("raw consumer: commit offsets: {error}"));
     }
-    let ended = Instant::now();
-    let consumer_cpu = own_seconds() - cpu_before;
-    let machine_busy = machine.busy_percent_since();
+    let measured = stopwatch.stop().await;
     drop(consumer);
     pool.close().await;
-    first.abort();
-    let first = first.await.ok();
     assert_eq!(
         settled, deliveries,
         "raw consumer: read more messages than were published"
     );
     database::verify(database.pool(), "raw Kafka consumer", events, false).await;
     topic.wait_until_committed(&group, deliveries as u64).await;
-    Measured {
-        elapsed: ended - started,
-        from_first_invoice: first.map(|first| ended.saturating_duration_since(first)),
-        consumer_cpu,
-        machine_busy,
-    }
+    measured
 }

@@ -6,7 +6,7 @@
 //! (order_id) DO NOTHING` (the table's key is its only deduplication),
 //! commits it, then `XACK`s the batch.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use outbox_testkit::{TestDatabase, unique_name};
 use redis::Value;
@@ -14,11 +14,10 @@ use sqlx::Postgres;
 use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
 
-use crate::cpu::{MachineSample, own_seconds};
 use crate::database;
 use crate::inbox_consumer::BATCH_SIZE;
 use crate::load::RedisStream;
-use crate::report::Measured;
+use crate::report::{Measured, Stopwatch};
 
 /// Longest wait for the next entries before the bench gives up, in ms.
 const BLOCK_MS: u64 = 60_000;
@@ -84,10 +83,7 @@ pub(crate) async fn run(
 ) -> Measured {
     let deliveries = 2 * events;
     let group = unique_name("peers-raw");
-    let first = tokio::spawn(database::first_invoice(database.pool().clone()));
-    let machine = MachineSample::now();
-    let cpu_before = own_seconds();
-    let started = Instant::now();
+    let stopwatch = Stopwatch::start(database.pool());
 
     let pool = PgPoolOptions::new()
         .max_connections(10)
@@ -154,12 +150,8 @@ pub(crate) async fn run(
             .unwrap_or_else(|error| panic!("raw Redis consumer: XACK: {error}"));
         settled += batch.len();
     }
-    let ended = Instant::now();
-    let consumer_cpu = own_seconds() - cpu_before;
-    let machine_busy = machine.busy_percent_since();
+    let measured = stopwatch.stop().await;
     pool.close().await;
-    first.abort();
-    let first = first.await.ok();
     assert_eq!(
         settled, deliveries,
         "raw Redis consumer: read more entries than were added"
@@ -170,10 +162,5 @@ pub(crate) async fn run(
         pending, 0,
         "raw Redis consumer: {pending} entries left pending"
     );
-    Measured {
-        elapsed: ended - started,
-        from_first_invoice: first.map(|first| ended.saturating_duration_since(first)),
-        consumer_cpu,
-        machine_busy,
-    }
+    measured
 }

@@ -20,6 +20,43 @@ pub(crate) struct Measured {
     pub(crate) machine_busy: f64,
 }
 
+/// A run of an in-process consumer being timed: from its start, with the
+/// bench's own CPU, the machine's and the first invoice's commit.
+pub(crate) struct Stopwatch {
+    started: std::time::Instant,
+    cpu_before: f64,
+    machine: crate::cpu::MachineSample,
+    first: tokio::task::JoinHandle<std::time::Instant>,
+}
+
+impl Stopwatch {
+    /// Start timing a consumer that writes into `pool`'s database.
+    pub(crate) fn start(pool: &sqlx::PgPool) -> Stopwatch {
+        let first = tokio::spawn(crate::database::first_invoice(pool.clone()));
+        Stopwatch {
+            machine: crate::cpu::MachineSample::now(),
+            cpu_before: crate::cpu::own_seconds(),
+            started: std::time::Instant::now(),
+            first,
+        }
+    }
+
+    /// The consumer settled its last delivery now.
+    pub(crate) async fn stop(self) -> Measured {
+        let ended = std::time::Instant::now();
+        let consumer_cpu = crate::cpu::own_seconds() - self.cpu_before;
+        let machine_busy = self.machine.busy_percent_since();
+        self.first.abort();
+        let first = self.first.await.ok();
+        Measured {
+            elapsed: ended - self.started,
+            from_first_invoice: first.map(|first| ended.saturating_duration_since(first)),
+            consumer_cpu,
+            machine_busy,
+        }
+    }
+}
+
 /// The runs of every case, by round.
 pub(crate) struct Report {
     deliveries: u64,
