@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 ALL_OUTBOX="postgres,mysql,sqlite,kafka,rabbitmq,backoff,opentelemetry"
-ALL_INBOX="postgres,mysql,sqlite,kafka,rabbitmq,redis,tls,opentelemetry"
+ALL_INBOX="postgres,mysql,sqlite,kafka,rabbitmq,redis,nats,tls,opentelemetry"
 ALL_RELAY="postgres,mysql,sqlite,kafka,rabbitmq,redis,nats,logical,tls"
 
 # package|features|targets
@@ -30,6 +30,7 @@ COMBINATIONS=(
     "outbox-inbox|kafka|--lib"
     "outbox-inbox|rabbitmq|--lib"
     "outbox-inbox|redis|--lib"
+    "outbox-inbox|nats|--lib"
     "outbox-inbox|postgres,rabbitmq|--lib"
     "outbox-inbox|$ALL_INBOX|--lib"
     "outbox-relay||--lib"

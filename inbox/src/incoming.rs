@@ -149,6 +149,65 @@ impl IncomingEvent {
         IncomingEvent::from_attributes(attributes, data.to_vec())
     }
 
+    /// Build from the headers and payload of a NATS message as the relay
+    /// publishes it to JetStream (`docs/wire-format.md`): `ce-<attribute>`
+    /// headers with percent-encoded values, `Content-Type` as
+    /// `datacontenttype`, and the payload as the data. Header names match
+    /// without regard to case. Plain W3C `traceparent` / `tracestate`
+    /// headers stand in for missing `ce-traceparent` / `ce-tracestate`;
+    /// other headers (`Nats-Msg-Id`, ...) are ignored.
+    ///
+    /// ```
+    /// use outbox_inbox::IncomingEvent;
+    ///
+    /// let headers = [
+    ///     ("Nats-Msg-Id", "0195f3a8-7d2c-7000-8000-000000000001"),
+    ///     ("ce-id", "0195f3a8-7d2c-7000-8000-000000000001"),
+    ///     ("ce-type", "order.created"),
+    ///     ("ce-source", "/orders/%C3%A9"),
+    ///     ("ce-partitionkey", "o-7"),
+    ///     ("Content-Type", "application/json"),
+    /// ];
+    /// let event = IncomingEvent::from_nats(headers, br#"{"order_id":7}"#)?;
+    /// assert_eq!(event.source, "/orders/é");
+    /// assert_eq!(event.attributes["datacontenttype"], "application/json");
+    /// assert_eq!(event.data, br#"{"order_id":7}"#);
+    /// # Ok::<(), outbox_inbox::DecodeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`IncomingEvent::from_attributes`]; a `ce-` header whose value is
+    /// not percent-encoded UTF-8 is [`DecodeError::InvalidAttribute`].
+    pub fn from_nats<'h>(
+        headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+        payload: &[u8],
+    ) -> Result<Self, DecodeError> {
+        let mut attributes = BTreeMap::new();
+        let mut plain_trace_headers = Vec::new();
+        for (name, value) in headers {
+            if name.eq_ignore_ascii_case(wire::NATS_CONTENT_TYPE_HEADER) {
+                attributes.insert("datacontenttype".to_owned(), value.to_owned());
+                continue;
+            }
+            let Some(attribute) = wire::attribute_of_nats_header(name) else {
+                let lowered = name.to_ascii_lowercase();
+                if let Some(value) = plain_trace_header(&lowered, Some(value.as_bytes())) {
+                    plain_trace_headers.push((lowered, value));
+                }
+                continue;
+            };
+            let decoded = wire::percent_decode_header_value(value).ok_or_else(|| {
+                DecodeError::InvalidAttribute {
+                    attribute: "ce-*",
+                    reason: format!("header {name} is not percent-encoded UTF-8"),
+                }
+            })?;
+            attributes.insert(attribute.to_ascii_lowercase(), decoded);
+        }
+        stand_in_for_trace_attributes(&mut attributes, plain_trace_headers);
+        IncomingEvent::from_attributes(attributes, payload.to_vec())
+    }
+
     /// Build from AMQP headers with the `cloudEvents:` prefix and the body;
     /// `message_id` and `type` properties stand in for a missing `id` and
     /// `type`, plain W3C `traceparent` / `tracestate` headers for missing
@@ -639,6 +698,42 @@ mod tests {
         );
         let no_id =
             IncomingEvent::from_redis(fields.iter().copied().filter(|(n, _)| *n != "ce_id"));
+        assert_eq!(
+            no_id,
+            Err(DecodeError::MissingAttribute { attribute: "id" })
+        );
+    }
+
+    #[test]
+    fn reads_nats_headers() {
+        let headers = [
+            ("Nats-Msg-Id", "e-1"),
+            ("ce-id", "e-1"),
+            ("CE-Type", "order.created"),
+            ("ce-source", "/orders/%C3%A9"),
+            ("ce-tenant", "a%20b"),
+            ("content-type", "application/json"),
+            ("traceparent", PLAIN_PARENT),
+        ];
+        let event = IncomingEvent::from_nats(headers, br#"{"order_id":1}"#).expect("decodes");
+        assert_eq!(event.id, "e-1");
+        assert_eq!(event.event_type, "order.created");
+        assert_eq!(event.source, "/orders/é");
+        assert_eq!(event.attributes["tenant"], "a b");
+        assert_eq!(event.attributes["datacontenttype"], "application/json");
+        assert_eq!(event.traceparent(), Some(PLAIN_PARENT));
+        assert!(!event.attributes.contains_key("nats-msg-id"));
+
+        let bad_escape =
+            IncomingEvent::from_nats(headers.iter().copied().chain([("ce-tenant", "%zz")]), b"{}");
+        assert!(matches!(
+            bad_escape,
+            Err(DecodeError::InvalidAttribute { .. })
+        ));
+        let no_id = IncomingEvent::from_nats(
+            headers.iter().copied().filter(|(n, _)| *n != "ce-id"),
+            b"{}",
+        );
         assert_eq!(
             no_id,
             Err(DecodeError::MissingAttribute { attribute: "id" })

@@ -3,10 +3,10 @@
 //! "Read side: the inbox"; the table is in `docs/schema.md`).
 //!
 //! [`Inbox`] is the core. [`IncomingEvent`] turns a message written by the
-//! relay (Kafka headers, AMQP properties or Redis stream entry fields,
-//! `docs/wire-format.md`) into a typed `#[derive(Event)]` struct.
+//! relay (Kafka headers, AMQP properties, Redis stream entry fields or
+//! NATS headers, `docs/wire-format.md`) into a typed `#[derive(Event)]` struct.
 //!
-//! The [`kafka`], [`rabbitmq`] and [`redis`] adapters run every message
+//! The [`kafka`], [`rabbitmq`], [`redis`] and [`nats`] adapters run every message
 //! through one delivery policy (`docs/inbox.md`): decode, process in the inbox
 //! transaction, classify the result, back off, dead-letter poison and
 //! messages out of attempts. All treat a database outage the same way and
@@ -15,7 +15,12 @@
 //! it continues the producer's trace from the message's W3C `traceparent`.
 
 mod backend;
-#[cfg(any(feature = "kafka", feature = "rabbitmq", feature = "redis"))]
+#[cfg(any(
+    feature = "kafka",
+    feature = "rabbitmq",
+    feature = "redis",
+    feature = "nats"
+))]
 mod consumer;
 mod delivery;
 mod error;
@@ -24,7 +29,14 @@ mod inbox;
 mod incoming;
 #[cfg(feature = "kafka")]
 pub mod kafka;
-#[cfg(any(feature = "kafka", feature = "rabbitmq", feature = "redis"))]
+#[cfg(feature = "nats")]
+pub mod nats;
+#[cfg(any(
+    feature = "kafka",
+    feature = "rabbitmq",
+    feature = "redis",
+    feature = "nats"
+))]
 mod policy;
 mod prune;
 #[cfg(feature = "rabbitmq")]

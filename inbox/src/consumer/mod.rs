@@ -7,31 +7,31 @@
 //! Streams (`lanes.rs`).
 
 mod counters;
-#[cfg(any(feature = "kafka", feature = "redis"))]
+#[cfg(any(feature = "kafka", feature = "redis", feature = "nats"))]
 mod lanes;
 mod pruning;
 
 pub(crate) use counters::StatsCounters;
 #[cfg(feature = "kafka")]
 pub(crate) use lanes::TaskResult;
-#[cfg(any(feature = "kafka", feature = "redis"))]
+#[cfg(any(feature = "kafka", feature = "redis", feature = "nats"))]
 pub(crate) use lanes::{LaneBroker, LaneMessage, MessageLanes, sleep_until_due};
 pub(crate) use pruning::BackgroundPruning;
 
 /// Suffix of the default dead-letter topic or stream: `<topic>.dlq`,
 /// `<stream>.dlq`.
-#[cfg(any(feature = "kafka", feature = "redis"))]
+#[cfg(any(feature = "kafka", feature = "redis", feature = "nats"))]
 pub const DEAD_LETTER_SUFFIX: &str = ".dlq";
 
 /// Header (Kafka) or field (Redis Streams) of a dead letter naming why it
 /// was dead-lettered.
-#[cfg(any(feature = "kafka", feature = "redis"))]
+#[cfg(any(feature = "kafka", feature = "redis", feature = "nats"))]
 pub const DEAD_LETTER_REASON: &str = "outbox-dead-letter-reason";
 
 /// Header (Kafka) or field (Redis Streams) of a dead letter naming where
 /// it came from: Kafka's `topic/partition/offset`, Redis's
 /// `stream/entry id`.
-#[cfg(any(feature = "kafka", feature = "redis"))]
+#[cfg(any(feature = "kafka", feature = "redis", feature = "nats"))]
 pub const DEAD_LETTER_SOURCE: &str = "outbox-dead-letter-source";
 
 /// Give an adapter's configuration `$config` the methods the shared code
