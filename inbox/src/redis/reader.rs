@@ -62,8 +62,16 @@ impl Reader {
                 return Ok(());
             };
             if Instant::now() >= next_claim {
-                room -= self.claim(room).await?;
-                next_claim = Instant::now() + self.config.claim_interval();
+                let claimed = self.claim(room).await?;
+                // A claim that filled the room may have left more idle
+                // entries behind: claim again as soon as there is room,
+                // not half a `claim_idle` later.
+                next_claim = if claimed == room {
+                    Instant::now()
+                } else {
+                    Instant::now() + self.config.claim_interval()
+                };
+                room -= claimed;
             }
             if room == 0 {
                 continue;
