@@ -359,11 +359,11 @@ async fn write_orders(pool: &sqlx::PgPool, exchange: &str, orders: &[(Uuid, i64)
 
 /// A publisher that sends every event `TIMES` times, in order: the
 /// redeliveries an at-least-once pipeline may make, all at once.
-struct PublishEach<P, const TIMES: usize> {
-    inner: P,
+struct PublishEach<const TIMES: usize> {
+    inner: Box<dyn Publisher>,
 }
 
-impl<P: Publisher, const TIMES: usize> Publisher for PublishEach<P, TIMES> {
+impl<const TIMES: usize> Publisher for PublishEach<TIMES> {
     fn publish<'a>(
         &'a self,
         events: &'a [OutboundEvent],
@@ -450,6 +450,18 @@ impl BillingBroker {
         match self {
             BillingBroker::RabbitMq => drop(require_rabbitmq().await),
             BillingBroker::Redis => drop(redis_kit::require_redis().await),
+        }
+    }
+
+    /// Messages still to consume: the queue's depth, or the stream's
+    /// entries the group has not read or not acknowledged.
+    async fn backlog(self, exchange: &str, queue: &str) -> u64 {
+        match self {
+            BillingBroker::RabbitMq => queue_depth(queue).await,
+            BillingBroker::Redis => {
+                let mut connection = redis_kit::require_redis().await;
+                redis_kit::group_backlog(&mut connection, exchange, "billing").await
+            }
         }
     }
 
@@ -652,16 +664,26 @@ async fn two_billing_consumers_started_at_once_on_a_fresh_database_both_consume(
     delete_billing_topology(&exchange, &queue).await;
 }
 
-/// A batching billing consumer SIGKILLed while its batches run, with every
-/// order delivered three times: after a restart, each order has exactly one
-/// invoice, the inbox one row per order, and the queue is drained without
-/// a dead letter. The orders are written first, then relayed, then
-/// consumed, as in production.
 #[tokio::test]
 async fn billing_consumer_killed_mid_batch_invoices_each_order_once() {
+    killed_mid_batch_invoices_each_order_once(BillingBroker::RabbitMq, 1).await;
+}
+
+#[tokio::test]
+async fn billing_consumer_on_redis_killed_three_times_invoices_each_order_once() {
+    killed_mid_batch_invoices_each_order_once(BillingBroker::Redis, 3).await;
+}
+
+/// A batching billing consumer SIGKILLed `kills` times while its batches
+/// run, with every order delivered three times through `broker`: after a
+/// restart, each order has exactly one invoice, the inbox one row per
+/// order, and the queue (the stream's group) is drained without a dead
+/// letter. The orders are written first, then relayed, then consumed, as
+/// in production.
+async fn killed_mid_batch_invoices_each_order_once(broker: BillingBroker, kills: usize) {
     const ORDERS: usize = 600;
     const COPIES: usize = 3;
-    require_rabbitmq().await;
+    broker.require().await;
     let producer = outbox_testkit::postgres().await;
     let billing = outbox_testkit::postgres().await;
     outbox::migrate(producer.pool())
@@ -670,25 +692,20 @@ async fn billing_consumer_killed_mid_batch_invoices_each_order_once() {
     let suffix = Uuid::now_v7().simple();
     let exchange = format!("orders-{suffix}");
     let queue = format!("billing-{suffix}");
-    let amqp = amqp_url();
-    let args = [
-        "--database-url",
-        billing.url(),
-        "--amqp-url",
-        &amqp,
-        "--exchange",
-        &exchange,
-        "--queue",
-        &queue,
-        "--batch-size",
-        "50",
+    let mut args = vec![
+        "--database-url".to_owned(),
+        billing.url().to_owned(),
+        "--batch-size".to_owned(),
+        "50".to_owned(),
     ];
+    args.extend(broker.consumer_args(&exchange, &queue));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
 
     // The topology, from a first consumer that stops at once.
     let consumer = Example::spawn("billing-consumer", &args);
     let mut consumer = consumer;
     let line = consumer.next_line().await;
-    assert!(line.starts_with("consuming queue"), "{line}");
+    assert!(line.starts_with(broker.consuming_line()), "{line}");
     consumer.terminate();
     let (status, _, log) = consumer.wait().await;
     assert!(status.success(), "{status}\n{log}");
@@ -705,12 +722,11 @@ async fn billing_consumer_killed_mid_batch_invoices_each_order_once() {
     }
 
     // The relay publishes each of them three times, then stops.
-    let publisher = RabbitMqPublisher::new(RabbitMqPublisherConfig::new(amqp.clone()))
-        .expect("a RabbitMQ publisher");
+    let publisher = broker.publisher();
     let mut config = RelayConfig::default();
     config.poll_interval_max = Duration::from_millis(50);
     config.instance_id = Some(format!("kill-test-{suffix}"));
-    let thrice: Arc<dyn Publisher> = Arc::new(PublishEach::<_, COPIES> { inner: publisher });
+    let thrice: Arc<dyn Publisher> = Arc::new(PublishEach::<COPIES> { inner: publisher });
     let relay = RelayService::builder()
         .database(producer.pool().clone())
         .broker(thrice)
@@ -739,37 +755,46 @@ async fn billing_consumer_killed_mid_batch_invoices_each_order_once() {
         totals.published
     );
 
-    // A consumer killed while its batches run.
-    let consumer = Example::spawn("billing-consumer", &args);
-    let mut consumer = consumer;
-    let line = consumer.next_line().await;
-    assert!(line.starts_with("consuming queue"), "{line}");
-    let started = wait_for(PATIENCE, || async {
-        count(billing.pool(), "SELECT COUNT(*) FROM invoices").await > 0
-    })
-    .await;
-    assert!(started, "the consumer recorded no invoice");
-    consumer.kill().await;
-    let invoiced_at_kill = count(billing.pool(), "SELECT COUNT(*) FROM invoices").await;
-    assert!(
-        invoiced_at_kill < ORDERS as i64,
-        "every order was invoiced before the kill: the test did not kill mid-stream"
-    );
+    // Consumers killed while their batches run, each after the one before
+    // it recorded more invoices.
+    let mut invoiced_at_kill = 0;
+    for kill in 0..kills {
+        let consumer = Example::spawn("billing-consumer", &args);
+        let mut consumer = consumer;
+        let line = consumer.next_line().await;
+        assert!(line.starts_with(broker.consuming_line()), "{line}");
+        let progressed = wait_for(PATIENCE, || async {
+            count(billing.pool(), "SELECT COUNT(*) FROM invoices").await > invoiced_at_kill
+        })
+        .await;
+        assert!(progressed, "consumer {kill} recorded no invoice");
+        consumer.kill().await;
+        invoiced_at_kill = count(billing.pool(), "SELECT COUNT(*) FROM invoices").await;
+        assert!(
+            invoiced_at_kill < ORDERS as i64,
+            "every order was invoiced before kill {kill}: the test did not kill mid-stream"
+        );
+    }
 
     // A new consumer finishes the queue.
     let consumer = Example::spawn("billing-consumer", &args);
     let mut consumer = consumer;
     let line = consumer.next_line().await;
-    assert!(line.starts_with("consuming queue"), "{line}");
+    assert!(line.starts_with(broker.consuming_line()), "{line}");
     let drained = wait_for(PATIENCE, || async {
         count(billing.pool(), "SELECT COUNT(*) FROM invoices").await == ORDERS as i64
-            && queue_depth(&queue).await == 0
+            && broker.backlog(&exchange, &queue).await == 0
     })
     .await;
     consumer.terminate();
     let (status, stdout, log) = consumer.wait().await;
     assert!(status.success(), "{status}\n{log}");
-    assert!(drained, "the queue was not drained: {stdout}");
+    assert!(
+        drained,
+        "the queue was not drained: {} invoice(s), {} left to consume; {stdout}\n{log}",
+        count(billing.pool(), "SELECT COUNT(*) FROM invoices").await,
+        broker.backlog(&exchange, &queue).await
+    );
     assert!(stdout.contains("0 dead-lettered"), "{stdout}");
     assert!(
         log.contains("invoices recorded"),
@@ -792,7 +817,7 @@ async fn billing_consumer_killed_mid_batch_invoices_each_order_once() {
         .await,
         ORDERS as i64
     );
-    delete_billing_topology(&exchange, &queue).await;
+    broker.clean_up(&exchange, &queue).await;
 }
 
 /// Poll `condition` until it holds or `patience` passes; whether it held.

@@ -274,6 +274,29 @@ pub async fn stream_length(connection: &mut MultiplexedConnection, stream: &str)
         .unwrap_or_else(|error| panic!("XLEN {stream}: {error}"))
 }
 
+/// The entries of `stream` that consumer group `group` has still to
+/// finish: pending (read, not acknowledged) plus those after its last
+/// delivered entry. A group that does not exist has the whole stream left.
+pub async fn group_backlog(
+    connection: &mut MultiplexedConnection,
+    stream: &str,
+    group: &str,
+) -> u64 {
+    let groups: redis::streams::StreamInfoGroupsReply = connection
+        .xinfo_groups(stream)
+        .await
+        .unwrap_or_else(|error| panic!("XINFO GROUPS {stream}: {error}"));
+    let length = stream_length(connection, stream).await as u64;
+    let Some(info) = groups.groups.into_iter().find(|info| info.name == group) else {
+        return length;
+    };
+    let unread: redis::streams::StreamRangeReply = connection
+        .xrange(stream, format!("({}", info.last_delivered_id), "+")
+        .await
+        .unwrap_or_else(|error| panic!("XRANGE {stream}: {error}"));
+    info.pending as u64 + unread.ids.len() as u64
+}
+
 /// Delete `keys` on the test server.
 pub async fn delete_keys(connection: &mut MultiplexedConnection, keys: &[String]) {
     if keys.is_empty() {
