@@ -132,6 +132,15 @@ impl TestStream {
         }
     }
 
+    /// The stream `name` another part of the test made, to read it back
+    /// (not checked here: its reads panic when it does not exist).
+    pub fn existing(jetstream: &jetstream::Context, name: &str) -> Self {
+        TestStream {
+            jetstream: jetstream.clone(),
+            name: name.to_owned(),
+        }
+    }
+
     /// The stream's name.
     pub fn name(&self) -> &str {
         &self.name

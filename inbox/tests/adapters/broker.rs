@@ -124,6 +124,11 @@ pub trait BrokerSide: Sized + Send + Sync + 'static {
     /// messages run again one at a time (and are decoded again).
     const BATCHES: bool = false;
 
+    /// Whether the copies of one key go to one lane of a consumer whatever
+    /// partition they were published to (NATS: one stream, lanes by
+    /// aggregate): a consumer then handles them one after another.
+    const KEY_IS_ONE_LANE: bool = false;
+
     /// A new topic (with `partitions` partitions; RabbitMQ: a queue bound
     /// to an exchange) named after `prefix`, and a consumer group for it.
     fn create(prefix: &str, partitions: i32) -> impl Future<Output = Self> + Send;
@@ -205,6 +210,7 @@ impl<S: BrokerSide> BrokerSide for Batched<S> {
     const ORDERS_BY_KEY: bool = S::ORDERS_BY_KEY;
     const COUNTS_ATTEMPTS: bool = S::COUNTS_ATTEMPTS;
     const BATCHES: bool = true;
+    const KEY_IS_ONE_LANE: bool = S::KEY_IS_ONE_LANE;
 
     async fn create(prefix: &str, partitions: i32) -> Self {
         Batched(S::create(prefix, partitions).await)

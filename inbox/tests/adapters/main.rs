@@ -1,5 +1,5 @@
 //! The conformance suite of the inbox adapters: every scenario the Kafka,
-//! RabbitMQ and Redis Streams adapters share is written once, generic over
+//! RabbitMQ, Redis Streams and NATS JetStream adapters share is written once, generic over
 //! the broker side ([`broker::BrokerSide`]) and the database
 //! (`InboxBackend`), and run on every broker and on PostgreSQL, MariaDB
 //! and SQLite against the real services (`scripts/test.sh
@@ -21,7 +21,7 @@
 /// One test per scenario on every broker and the listed backends, in the
 /// calling scenario module: each message in a transaction of its own, and
 /// in batches ([`broker::Batched`]: `kafka_batched`, `rabbitmq_batched`,
-/// `redis_batched`).
+/// `redis_batched`, `nats_batched`).
 macro_rules! on_every_broker {
     ($backends:tt $($scenario:ident),+ $(,)?) => {
         outbox_testkit::test_on_backends_for!(
@@ -32,6 +32,8 @@ macro_rules! on_every_broker {
                 rabbitmq_batched: $crate::broker::Batched<$crate::rabbitmq_side::RabbitMqSide>,
                 redis: $crate::redis_side::RedisSide,
                 redis_batched: $crate::broker::Batched<$crate::redis_side::RedisSide>,
+                nats: $crate::nats_side::NatsSide,
+                nats_batched: $crate::broker::Batched<$crate::nats_side::NatsSide>,
             ]
             $backends
             $($scenario),+
@@ -43,6 +45,7 @@ mod broker;
 mod fixture;
 mod kafka_side;
 mod ledger;
+mod nats_side;
 mod rabbitmq_side;
 mod redis_side;
 
