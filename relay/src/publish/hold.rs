@@ -35,3 +35,49 @@ impl<'a> AggregateHolds<'a> {
             })
     }
 }
+
+/// What a publisher made of each event before sending: its message, or its
+/// outcome when it was settled already (it failed to become a message, or
+/// an earlier event of its aggregate did).
+#[cfg(any(feature = "redis", feature = "nats"))]
+pub(crate) struct Prepared<T> {
+    /// The message of each event still to send, in order.
+    pub(crate) messages: Vec<Option<T>>,
+    /// The outcome of each event already settled, in order.
+    pub(crate) outcomes: Vec<Option<Result<(), PublishFailure>>>,
+}
+
+#[cfg(any(feature = "redis", feature = "nats"))]
+impl<T> Prepared<T> {
+    /// Turn each of `events` into its message with `prepare`, in order; an
+    /// event that fails holds its aggregate's later events.
+    pub(crate) fn each<'a>(
+        events: &'a [OutboundEvent],
+        mut prepare: impl FnMut(&'a OutboundEvent) -> Result<T, PublishFailure>,
+    ) -> Self {
+        let mut holds = AggregateHolds::default();
+        let mut prepared = Prepared {
+            messages: Vec::with_capacity(events.len()),
+            outcomes: Vec::with_capacity(events.len()),
+        };
+        for event in events {
+            let outcome = match holds.held(event) {
+                Some(held) => Err(held),
+                None => match prepare(event) {
+                    Ok(message) => {
+                        prepared.messages.push(Some(message));
+                        prepared.outcomes.push(None);
+                        continue;
+                    }
+                    Err(failure) => {
+                        holds.note_failure(event);
+                        Err(failure)
+                    }
+                },
+            };
+            prepared.messages.push(None);
+            prepared.outcomes.push(Some(outcome));
+        }
+        prepared
+    }
+}

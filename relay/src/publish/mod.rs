@@ -34,6 +34,8 @@ mod subject;
 
 pub use broker::Broker;
 pub(crate) use hold::AggregateHolds;
+#[cfg(any(feature = "redis", feature = "nats"))]
+pub(crate) use hold::Prepared;
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaPublisher, KafkaPublisherConfig};
 #[cfg(feature = "nats")]

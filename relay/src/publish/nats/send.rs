@@ -23,7 +23,7 @@ use super::outcome::{Failure, publish_failure};
 use crate::event::OutboundEvent;
 use crate::publish::broker::settled;
 use crate::publish::send_order::UnsettledSend;
-use crate::publish::{AggregateHolds, PublishFailure};
+use crate::publish::{AggregateHolds, Prepared, PublishFailure};
 
 /// One message on its way: its event (by index in the batch), its subject
 /// and its acknowledgement.
@@ -75,28 +75,8 @@ impl NatsPublisher {
     /// Build the message of every event, and hand them to the client in
     /// order, without waiting for their acknowledgements.
     pub(super) async fn hand_over_messages(&self, events: &[OutboundEvent]) -> HandedOver {
-        let mut holds = AggregateHolds::default();
-        let mut messages: Vec<Option<Message>> = Vec::with_capacity(events.len());
-        let mut outcomes: Vec<Option<Result<(), PublishFailure>>> =
-            Vec::with_capacity(events.len());
-        for event in events {
-            if let Some(held) = holds.held(event) {
-                messages.push(None);
-                outcomes.push(Some(Err(held)));
-                continue;
-            }
-            match message(event, &self.config) {
-                Ok(message) => {
-                    messages.push(Some(message));
-                    outcomes.push(None);
-                }
-                Err(failure) => {
-                    holds.note_failure(event);
-                    messages.push(None);
-                    outcomes.push(Some(Err(failure)));
-                }
-            }
-        }
+        let Prepared { messages, outcomes } =
+            Prepared::each(events, |event| message(event, &self.config));
         if outcomes.iter().all(Option::is_some) {
             return HandedOver::unsent(outcomes);
         }

@@ -25,7 +25,7 @@ use super::outcome::{pipeline_failure, reply_outcome};
 use crate::event::OutboundEvent;
 use crate::publish::broker::settled;
 use crate::publish::send_order::UnsettledSend;
-use crate::publish::{AggregateHolds, PublishFailure};
+use crate::publish::{Prepared, PublishFailure};
 
 /// The reply to one pipeline.
 type Reply = Pin<Box<dyn Future<Output = RedisResult<Vec<Value>>> + Send>>;
@@ -78,28 +78,12 @@ impl RedisPublisher {
     /// Build the `XADD` of every event, and hand them to the connection in
     /// order, without waiting for the replies.
     pub(super) async fn hand_over_entries(&self, events: &[OutboundEvent]) -> Pipelined {
-        let mut holds = AggregateHolds::default();
-        let mut entries: Vec<Option<Entry>> = Vec::with_capacity(events.len());
-        let mut outcomes: Vec<Option<Result<(), PublishFailure>>> =
-            Vec::with_capacity(events.len());
-        for event in events {
-            if let Some(held) = holds.held(event) {
-                entries.push(None);
-                outcomes.push(Some(Err(held)));
-                continue;
-            }
-            match entry(event, self.config.stream_of(&event.topic)) {
-                Ok(entry) => {
-                    entries.push(Some(entry));
-                    outcomes.push(None);
-                }
-                Err(failure) => {
-                    holds.note_failure(event);
-                    entries.push(None);
-                    outcomes.push(Some(Err(failure)));
-                }
-            }
-        }
+        let Prepared {
+            messages: entries,
+            outcomes,
+        } = Prepared::each(events, |event| {
+            entry(event, self.config.stream_of(&event.topic))
+        });
         if outcomes.iter().all(Option::is_some) {
             return Pipelined::unsent(outcomes.into_iter().flatten().collect());
         }
