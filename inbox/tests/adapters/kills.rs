@@ -3,7 +3,10 @@
 //! committed event a duplicate and applies the rest once. (A real SIGKILL
 //! of a consumer process is `e2e/tests/examples.rs`'s billing consumer.)
 //! On Redis the consumer is killed three times over, each successor a
-//! consumer of another name that takes the pending entries over.
+//! consumer of another name that takes the pending entries over. On NATS
+//! the consumer is killed three times over too, its messages delivered
+//! again by the server after `ack_wait` to the next consumer of the
+//! durable consumer.
 
 use std::sync::Arc;
 
@@ -17,10 +20,11 @@ use crate::fixture::{
 };
 use crate::kafka_offsets::{crash_before_offset_commit, in_batches};
 use crate::ledger::{Ledger, credit};
+use crate::nats_side::NatsSide;
 use crate::rabbitmq_side::RabbitMqSide;
 use crate::redis_side::RedisSide;
 
-/// Events of the RabbitMQ and Redis kills.
+/// Events of the RabbitMQ, Redis and NATS kills.
 const EVENTS: i64 = 60;
 
 /// Their consumers: two batches of 16 in flight.
@@ -151,9 +155,67 @@ async fn a_redis_consumer_killed_three_times_mid_batch_under_triple_delivery_app
     each_applied_once(db, EVENTS).await;
 }
 
+/// NATS: three consumers of one durable consumer are killed in turn
+/// (their tasks aborted: no stop, no last acknowledgement, no "in
+/// progress" any more), each held mid-batch inside a transaction, while
+/// every event is in the stream three times. The server delivers the
+/// unacknowledged messages again after `ack_wait`; the last consumer
+/// finishes the stream: each event applied once, nothing dead-lettered,
+/// nothing left unacknowledged.
+async fn a_nats_consumer_killed_three_times_mid_batch_under_triple_delivery_applies_each_event_once<
+    DB: InboxBackend + TestBackend,
+>(
+    db: &TestDatabase<DB>,
+) {
+    const KILLS: u32 = 3;
+    prepare(db).await;
+    let consumer = unique_name("killed");
+    let broker = NatsSide::create("killed", 1).await;
+    broker.publish(&three_copies_of_each_event()).await;
+    let ledger = Arc::new(Ledger::default());
+    let settings = KILLED_SETTINGS;
+    let inbox = || Inbox::new(db.pool().clone(), consumer.clone()).expect("inbox");
+
+    for kill in 1..=KILLS {
+        let held_before = ledger.gate.held();
+        ledger.gate.close_after(u64::from(ledger.all_runs()) + 12);
+        let killed = broker.start(inbox(), ledger.handler(), settings);
+        eventually(
+            &format!("kill {kill}: a handler run held mid-batch"),
+            || async { ledger.gate.held() > held_before },
+        )
+        .await;
+        killed.crash().await;
+        ledger.gate.open();
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(
+            broker.unacknowledged().await > 0,
+            "kill {kill}: the killed consumer left messages unacknowledged"
+        );
+    }
+    let applied_at_kills = db.count("SELECT COUNT(*) FROM effects").await;
+    assert!(
+        applied_at_kills < EVENTS,
+        "{applied_at_kills} events applied at the kills: not mid-stream"
+    );
+
+    let running = broker.start(inbox(), ledger.handler(), settings);
+    wait_for_effects(db, EVENTS).await;
+    wait_until_all_acknowledged(&broker).await;
+    let stats = running.stop().await;
+    assert_eq!(stats.dead_lettered, 0, "{stats:?}");
+    assert_eq!(
+        broker.unacknowledged().await,
+        0,
+        "nothing left unacknowledged"
+    );
+    each_applied_once(db, EVENTS).await;
+}
+
 outbox_testkit::test_on_backends!(
     [postgres, mysql, sqlite]
     a_kafka_consumer_killed_mid_batch_under_triple_delivery_yields_duplicates_only,
     a_rabbitmq_consumer_killed_mid_batch_under_triple_delivery_applies_each_event_once,
     a_redis_consumer_killed_three_times_mid_batch_under_triple_delivery_applies_each_event_once,
+    a_nats_consumer_killed_three_times_mid_batch_under_triple_delivery_applies_each_event_once,
 );

@@ -78,6 +78,13 @@ impl NatsSide {
         consumer.info().await.ok().cloned()
     }
 
+    /// Messages delivered and not yet acknowledged (or terminated).
+    pub async fn unacknowledged(&self) -> u64 {
+        self.consumer_info()
+            .await
+            .map_or(0, |info| info.num_ack_pending as u64)
+    }
+
     /// The dead-letter stream, read back.
     pub fn dead_letter_stream(&self) -> TestStream {
         TestStream::existing(&self.jetstream, &self.dead_letter_stream)
