@@ -31,6 +31,8 @@ mod send_order;
 pub mod stdout;
 mod stream_key;
 mod subject;
+#[cfg(any(all(feature = "redis", feature = "tls"), feature = "nats"))]
+mod tls_provider;
 
 pub use broker::Broker;
 pub(crate) use hold::AggregateHolds;

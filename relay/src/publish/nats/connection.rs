@@ -150,7 +150,7 @@ pub(super) async fn open(
     config: &NatsPublisherConfig,
     generation: u64,
 ) -> Result<Session, PublishFailure> {
-    use_ring_for_tls();
+    crate::publish::tls_provider::use_ring_for_tls();
     let servers = config.servers_text();
     let login = Login::load(&config.credentials).await.map_err(|reason| {
         PublishFailure::Unavailable(format!("cannot log in to nats at {servers}: {reason}"))
@@ -210,20 +210,6 @@ pub(super) async fn open(
         generation,
         broken: AtomicBool::new(false),
     })
-}
-
-/// async-nats builds its TLS settings from rustls's process-wide provider,
-/// which rustls cannot pick by itself when both of its providers are built
-/// in (`ring`, and `aws-lc-rs`, which another dependency turns on). Name
-/// `ring`, unless the program already named one.
-fn use_ring_for_tls() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Another thread may have installed one meanwhile: that one stays.
-        // rustls deprecates `ring`'s provider for its lack of post-quantum
-        // key exchange; it is the one the relay's other TLS connections use.
-        #[allow(deprecated)]
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
 }
 
 #[cfg(test)]

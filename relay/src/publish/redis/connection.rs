@@ -66,7 +66,8 @@ pub(super) async fn open(
     generation: u64,
 ) -> Result<Session, PublishFailure> {
     let bound = config.connect_timeout + config.response_timeout;
-    use_ring_for_tls();
+    #[cfg(feature = "tls")]
+    crate::publish::tls_provider::use_ring_for_tls();
     let opening = async {
         let mut link = match &config.endpoint {
             RedisEndpoint::Server(url) => {
@@ -110,25 +111,6 @@ pub(super) async fn open(
         ))),
     }
 }
-
-/// redis-rs builds its TLS settings from rustls's process-wide provider,
-/// which rustls cannot pick by itself when both of its providers are built
-/// in (`ring`, which sqlx and lapin use here, and `aws-lc-rs`, which another
-/// dependency turns on). Name `ring`, unless the program already named one.
-#[cfg(feature = "tls")]
-fn use_ring_for_tls() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Another thread may have installed one meanwhile: that one stays.
-        // rustls deprecates `ring`'s provider for its lack of post-quantum
-        // key exchange; it is the one the relay's other TLS connections
-        // (sqlx, lapin) use.
-        #[allow(deprecated)]
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-}
-
-#[cfg(not(feature = "tls"))]
-fn use_ring_for_tls() {}
 
 async fn ping(link: &mut Link) -> Result<(), RedisError> {
     let ping = redis::cmd("PING");
