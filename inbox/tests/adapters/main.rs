@@ -15,7 +15,9 @@
 //! has stays in its own file: Kafka's offsets across rebalances and crashes
 //! ([`kafka_offsets`]), RabbitMQ's reconnection ([`rabbitmq_connection`])
 //! and topology ([`rabbitmq_topology`]), Redis's group, claims, dead-letter
-//! stream and reconnection ([`redis_streams`]); a batching consumer killed
+//! stream and reconnection ([`redis_streams`]), NATS's durable consumer,
+//! progress acknowledgements and dead-letter subject ([`nats_jetstream`]);
+//! a batching consumer killed
 //! mid-stream on each broker ([`kills`]).
 
 /// One test per scenario on every broker and the listed backends, in the
@@ -53,6 +55,7 @@ mod database_outage;
 mod duplicates;
 mod kafka_offsets;
 mod kills;
+mod nats_jetstream;
 mod poison;
 mod rabbitmq_connection;
 mod rabbitmq_topology;
