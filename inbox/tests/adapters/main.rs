@@ -17,8 +17,7 @@
 //! and topology ([`rabbitmq_topology`]), Redis's group, claims, dead-letter
 //! stream and reconnection ([`redis_streams`]), NATS's durable consumer,
 //! progress acknowledgements and dead-letter subject ([`nats_jetstream`]);
-//! a batching consumer killed
-//! mid-stream on each broker ([`kills`]).
+//! a batching consumer killed mid-stream on each broker ([`kills`]).
 
 /// One test per scenario on every broker and the listed backends, in the
 /// calling scenario module: each message in a transaction of its own, and
