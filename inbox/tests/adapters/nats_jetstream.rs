@@ -3,7 +3,8 @@
 //! read; a handler that runs longer than `ack_wait` is marked in progress
 //! and not delivered again meanwhile; a dead letter carries its reason
 //! and source, and the original is terminated only once a stream stored
-//! the dead letter; bad settings are refused naming the problem.
+//! the dead letter; NATS out of reach and back loses nothing; bad settings
+//! are refused naming the problem.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,11 +12,12 @@ use std::time::Duration;
 use outbox_inbox::nats::{NatsConsumerConfig, NatsInboxConsumer};
 use outbox_inbox::{Error, InboxBackend};
 use outbox_testkit::nats::{TestStream, nats_url};
-use outbox_testkit::{TestBackend, TestDatabase, unique_name};
+use outbox_testkit::{TcpProxy, TestBackend, TestDatabase, unique_name};
 
 use crate::broker::{BrokerSide, Message, Settings};
 use crate::fixture::{
-    each_applied_once, eventually, inbox, prepare, wait_for_effects, wait_until_all_acknowledged,
+    each_applied_once, effects, eventually, inbox, prepare, wait_for_effects,
+    wait_until_all_acknowledged,
 };
 use crate::ledger::{Ledger, credit};
 use crate::nats_side::{ACK_WAIT, NatsSide};
@@ -141,6 +143,59 @@ async fn the_original_is_terminated_only_once_its_dead_letter_is_stored<
     assert_eq!(dead_letter.body, b"not json");
 }
 
+/// NATS cut off (through a proxy) while messages keep coming, then back:
+/// the consumer reconnects with backoff, loses nothing, applies each event
+/// once; one started while NATS is out of reach waits for it.
+async fn nats_out_of_reach_and_back_loses_nothing<DB: InboxBackend + TestBackend>(
+    db: &TestDatabase<DB>,
+) {
+    const EVENTS: i64 = 20;
+    let inbox = prepare(db).await;
+    let broker = NatsSide::create("cut", 1).await;
+    let proxy = TcpProxy::in_front_of(&nats_url()).await;
+    let ledger = Arc::new(Ledger::default());
+    let mut config = broker.config(Settings::default());
+    config.servers = vec![proxy.route(&nats_url())];
+    config.request_timeout = Duration::from_secs(1);
+    let running = broker.start_configured(inbox, ledger.handler(), config.clone());
+    let first: Vec<Message> = (0..EVENTS / 2)
+        .map(|seq| credit(&format!("acct-{}", seq % 5), seq))
+        .collect();
+    broker.publish(&first).await;
+    wait_for_effects(db, EVENTS / 2).await;
+
+    proxy.sever();
+    let second: Vec<Message> = (EVENTS / 2..EVENTS)
+        .map(|seq| credit(&format!("acct-{}", seq % 5), seq))
+        .collect();
+    broker.publish(&second).await;
+    eventually("reconnection attempts", || async {
+        proxy.refused_connections() >= 3
+    })
+    .await;
+    assert!(effects(db).await < EVENTS, "nothing read while cut off");
+    proxy.restore();
+    wait_for_effects(db, EVENTS).await;
+    wait_until_all_acknowledged(&broker).await;
+    let stats = running.stop().await;
+    assert_eq!(stats.dead_lettered, 0, "{stats:?}");
+    each_applied_once(db, EVENTS).await;
+
+    // A consumer started while NATS is out of reach waits for it.
+    proxy.sever();
+    let waiting = broker.start_configured(crate::fixture::inbox(db), ledger.handler(), config);
+    broker.publish(&[credit("acct-late", 0)]).await;
+    eventually("connection attempts", || async {
+        proxy.refused_connections() >= 6
+    })
+    .await;
+    proxy.restore();
+    wait_for_effects(db, EVENTS + 1).await;
+    wait_until_all_acknowledged(&broker).await;
+    waiting.stop().await;
+    each_applied_once(db, EVENTS + 1).await;
+}
+
 /// Settings that cannot work are refused before connecting, naming the
 /// setting; a stream that does not exist ends the first session naming it.
 async fn bad_settings_are_refused_naming_the_problem<DB: InboxBackend + TestBackend>(
@@ -187,5 +242,6 @@ outbox_testkit::test_on_backends!(
     a_durable_consumer_created_by_the_inbox_reads_the_backlog,
     a_handler_slower_than_ack_wait_is_not_delivered_again,
     the_original_is_terminated_only_once_its_dead_letter_is_stored,
+    nats_out_of_reach_and_back_loses_nothing,
     bad_settings_are_refused_naming_the_problem,
 );
