@@ -112,10 +112,48 @@ async fn a_redis_consumer_killed_three_times_mid_batch_under_triple_delivery_app
 >(
     db: &TestDatabase<DB>,
 ) {
+    let broker = RedisSide::create("killed", 2).await;
+    killed_three_times(db, &broker, async |broker: &RedisSide| {
+        broker.pending().await
+    })
+    .await;
+}
+
+/// NATS: three consumers of one durable consumer are killed in turn
+/// (their tasks aborted: no stop, no last acknowledgement, no "in
+/// progress" any more), each held mid-batch inside a transaction, while
+/// every event is in the stream three times. The server delivers the
+/// unacknowledged messages again after `ack_wait`; the last consumer
+/// finishes the stream: each event applied once, nothing dead-lettered,
+/// nothing left unacknowledged.
+async fn a_nats_consumer_killed_three_times_mid_batch_under_triple_delivery_applies_each_event_once<
+    DB: InboxBackend + TestBackend,
+>(
+    db: &TestDatabase<DB>,
+) {
+    let broker = NatsSide::create("killed", 1).await;
+    killed_three_times(db, &broker, async |broker: &NatsSide| {
+        broker.unacknowledged().await
+    })
+    .await;
+}
+
+/// Three consumers of `broker` killed in turn, each held mid-batch inside
+/// a transaction, while every event is there three times; `unsettled`
+/// counts the messages the broker holds for the consumers (pending,
+/// unacknowledged). The last consumer finishes: each event applied once,
+/// nothing dead-lettered, nothing left unsettled.
+async fn killed_three_times<B, DB>(
+    db: &TestDatabase<DB>,
+    broker: &B,
+    unsettled: impl AsyncFn(&B) -> u64,
+) where
+    B: BrokerSide,
+    DB: InboxBackend + TestBackend,
+{
     const KILLS: u32 = 3;
     prepare(db).await;
     let consumer = unique_name("killed");
-    let broker = RedisSide::create("killed", 2).await;
     broker.publish(&three_copies_of_each_event()).await;
     let ledger = Arc::new(Ledger::default());
     let settings = KILLED_SETTINGS;
@@ -136,8 +174,8 @@ async fn a_redis_consumer_killed_three_times_mid_batch_under_triple_delivery_app
         ledger.gate.open();
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         assert!(
-            broker.pending().await > 0,
-            "kill {kill}: the killed consumer left entries pending"
+            unsettled(broker).await > 0,
+            "kill {kill}: the killed consumer left messages unsettled"
         );
     }
     let applied_at_kills = db.count("SELECT COUNT(*) FROM effects").await;
@@ -148,67 +186,10 @@ async fn a_redis_consumer_killed_three_times_mid_batch_under_triple_delivery_app
 
     let running = broker.start(inbox(), ledger.handler(), settings);
     wait_for_effects(db, EVENTS).await;
-    wait_until_all_acknowledged(&broker).await;
+    wait_until_all_acknowledged(broker).await;
     let stats = running.stop().await;
     assert_eq!(stats.dead_lettered, 0, "{stats:?}");
-    assert_eq!(broker.pending().await, 0, "nothing left pending");
-    each_applied_once(db, EVENTS).await;
-}
-
-/// NATS: three consumers of one durable consumer are killed in turn
-/// (their tasks aborted: no stop, no last acknowledgement, no "in
-/// progress" any more), each held mid-batch inside a transaction, while
-/// every event is in the stream three times. The server delivers the
-/// unacknowledged messages again after `ack_wait`; the last consumer
-/// finishes the stream: each event applied once, nothing dead-lettered,
-/// nothing left unacknowledged.
-async fn a_nats_consumer_killed_three_times_mid_batch_under_triple_delivery_applies_each_event_once<
-    DB: InboxBackend + TestBackend,
->(
-    db: &TestDatabase<DB>,
-) {
-    const KILLS: u32 = 3;
-    prepare(db).await;
-    let consumer = unique_name("killed");
-    let broker = NatsSide::create("killed", 1).await;
-    broker.publish(&three_copies_of_each_event()).await;
-    let ledger = Arc::new(Ledger::default());
-    let settings = KILLED_SETTINGS;
-    let inbox = || Inbox::new(db.pool().clone(), consumer.clone()).expect("inbox");
-
-    for kill in 1..=KILLS {
-        let held_before = ledger.gate.held();
-        ledger.gate.close_after(u64::from(ledger.all_runs()) + 12);
-        let killed = broker.start(inbox(), ledger.handler(), settings);
-        eventually(
-            &format!("kill {kill}: a handler run held mid-batch"),
-            || async { ledger.gate.held() > held_before },
-        )
-        .await;
-        killed.crash().await;
-        ledger.gate.open();
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        assert!(
-            broker.unacknowledged().await > 0,
-            "kill {kill}: the killed consumer left messages unacknowledged"
-        );
-    }
-    let applied_at_kills = db.count("SELECT COUNT(*) FROM effects").await;
-    assert!(
-        applied_at_kills < EVENTS,
-        "{applied_at_kills} events applied at the kills: not mid-stream"
-    );
-
-    let running = broker.start(inbox(), ledger.handler(), settings);
-    wait_for_effects(db, EVENTS).await;
-    wait_until_all_acknowledged(&broker).await;
-    let stats = running.stop().await;
-    assert_eq!(stats.dead_lettered, 0, "{stats:?}");
-    assert_eq!(
-        broker.unacknowledged().await,
-        0,
-        "nothing left unacknowledged"
-    );
+    assert_eq!(unsettled(broker).await, 0, "nothing left unsettled");
     each_applied_once(db, EVENTS).await;
 }
 
