@@ -6,10 +6,10 @@
 //! relay (Kafka headers, AMQP properties, Redis stream entry fields or
 //! NATS headers, `docs/wire-format.md`) into a typed `#[derive(Event)]` struct.
 //!
-//! The [`kafka`], [`rabbitmq`], [`redis`] and [`nats`] adapters run every message
-//! through one delivery policy (`docs/inbox.md`): decode, process in the inbox
-//! transaction, classify the result, back off, dead-letter poison and
-//! messages out of attempts. All treat a database outage the same way and
+//! The [`kafka`], [`rabbitmq`], [`redis`] and [`nats`] adapters run every
+//! message through one delivery policy (`docs/inbox.md`): decode, process in
+//! the inbox transaction, classify the result, back off, dead-letter poison
+//! and messages out of attempts. All treat a database outage the same way and
 //! report the same [`ConsumerStats`]. They run each handler attempt in an
 //! `inbox.handle` span ([`handler_span`]); with the `opentelemetry` feature
 //! it continues the producer's trace from the message's W3C `traceparent`.

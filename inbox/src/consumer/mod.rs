@@ -3,8 +3,8 @@
 //! ([`impl_batch_settings!`]), the log line of a stopped consumer
 //! ([`log_consumer_stopped!`]), the counters of their stats
 //! (`counters.rs`), the pruning task beside them (`pruning.rs`), and the
-//! per-key lanes of the consumers that keep a key's order, Kafka and Redis
-//! Streams (`lanes.rs`).
+//! per-key lanes of the consumers that keep a key's order, Kafka, Redis
+//! Streams and NATS JetStream (`lanes.rs`).
 
 mod counters;
 #[cfg(any(feature = "kafka", feature = "redis", feature = "nats"))]
@@ -18,19 +18,19 @@ pub(crate) use lanes::TaskResult;
 pub(crate) use lanes::{LaneBroker, LaneMessage, MessageLanes, sleep_until_due};
 pub(crate) use pruning::BackgroundPruning;
 
-/// Suffix of the default dead-letter topic or stream: `<topic>.dlq`,
-/// `<stream>.dlq`.
+/// Suffix of the default dead-letter topic, stream or subject:
+/// `<topic>.dlq`, `<stream>.dlq`, `<subject>.dlq`.
 #[cfg(any(feature = "kafka", feature = "redis", feature = "nats"))]
 pub const DEAD_LETTER_SUFFIX: &str = ".dlq";
 
-/// Header (Kafka) or field (Redis Streams) of a dead letter naming why it
-/// was dead-lettered.
+/// Header (Kafka, NATS) or field (Redis Streams) of a dead letter naming
+/// why it was dead-lettered.
 #[cfg(any(feature = "kafka", feature = "redis", feature = "nats"))]
 pub const DEAD_LETTER_REASON: &str = "outbox-dead-letter-reason";
 
-/// Header (Kafka) or field (Redis Streams) of a dead letter naming where
-/// it came from: Kafka's `topic/partition/offset`, Redis's
-/// `stream/entry id`.
+/// Header (Kafka, NATS) or field (Redis Streams) of a dead letter naming
+/// where it came from: Kafka's `topic/partition/offset`, Redis's
+/// `stream/entry id`, NATS's `stream/sequence`.
 #[cfg(any(feature = "kafka", feature = "redis", feature = "nats"))]
 pub const DEAD_LETTER_SOURCE: &str = "outbox-dead-letter-source";
 
