@@ -58,7 +58,7 @@ use send::Pipelined;
 /// let publisher = RedisPublisher::new(RedisPublisherConfig::new(RedisEndpoint::Server(
 ///     "redis://127.0.0.1:6379".to_owned(),
 /// )))?;
-/// publisher.connect().await?;
+/// publisher.connect().await.map_err(|failure| failure.to_string())?;
 /// # Ok(())
 /// # }
 /// ```
