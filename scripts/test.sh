@@ -469,6 +469,26 @@ ensure_private_rabbitmq_server() {
 }
 ensure_private_rabbitmq_server
 
+# The alert-rule and board tests run promtool (Debian: prometheus); the
+# operators' page is tested in headless Chromium through ChromeDriver
+# (Debian: chromium, chromium-driver). Each is installed when missing.
+ensure_debian_tool() {
+    local command=$1 packages=$2 purpose=$3
+    if have "$command"; then
+        return
+    fi
+    if have apt-get && [[ $(id -u) == 0 ]]; then
+        log "installing $packages ($purpose)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages >&2 \
+            || die "could not install $packages; install them and run again"
+    else
+        die "$command is missing: $purpose (Debian: apt-get install $packages)"
+    fi
+}
+ensure_debian_tool promtool prometheus "the alert-rule and board tests run promtool"
+ensure_debian_tool chromium "chromium chromium-driver" "the operators' page is tested in headless Chromium"
+ensure_debian_tool chromedriver chromium-driver "the operators' page is tested through ChromeDriver"
+
 log "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 log "cargo clippy --workspace --all-targets -- -D warnings"
