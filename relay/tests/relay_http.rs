@@ -209,6 +209,11 @@ async fn readiness_follows_the_database() {
     })
     .await;
     assert!(ready, "never ready:\n{}", relay.log());
+    assert_eq!(
+        value(&scrape(&address).await, "outbox_relay_ready"),
+        1.0,
+        "the ready gauge while /readyz answers 200"
+    );
 
     // Shut the database to new connections and end the existing ones.
     let admin = outbox_testkit::postgres().await;
@@ -258,6 +263,11 @@ async fn readiness_follows_the_database() {
         200,
         "alive while not ready"
     );
+    assert_eq!(
+        value(&scrape(&address).await, "outbox_relay_ready"),
+        0.0,
+        "the ready gauge with the database closed"
+    );
 
     sqlx::query(AssertSqlSafe(format!(
         "ALTER DATABASE \"{name}\" ALLOW_CONNECTIONS true"
@@ -274,6 +284,11 @@ async fn readiness_follows_the_database() {
         ready_again,
         "not ready after the database came back:\n{}",
         relay.log()
+    );
+    assert_eq!(
+        value(&scrape(&address).await, "outbox_relay_ready"),
+        1.0,
+        "the ready gauge once the database is back"
     );
 }
 

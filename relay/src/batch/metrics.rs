@@ -52,6 +52,7 @@ const COMMIT_TO_ACK_BUCKETS: &[f64] = &[
 /// | `oldest_pending_age_seconds` | gauge | age of the oldest of those events, 0 when none (refreshed on scrape) |
 /// | `dead_events` | gauge | dead events in the table (refreshed on scrape) |
 /// | `leases_held` | gauge | partitions this instance holds a lease on |
+/// | `ready` | gauge | 1 when this instance is ready (the database answers, the broker client is connected, publishes have not failed past `handover_after`), else 0 (refreshed on scrape and on each `/readyz`) |
 /// | `slot_lag_bytes` | gauge | `--source logical`: WAL written after the slot's confirmed position |
 /// | `slot_retained_wal_bytes` | gauge | `--source logical`: WAL the slot keeps on disk |
 /// | `slot_confirmed_lsn` | gauge | `--source logical`: the slot's confirmed position, as a byte offset |
@@ -82,6 +83,7 @@ pub struct RelayMetrics {
     oldest_pending_age: Gauge,
     dead: IntGauge,
     leases_held: IntGauge,
+    ready: IntGauge,
     client_rebuilds: IntCounter,
     #[cfg_attr(not(feature = "logical"), allow(dead_code))]
     slot_lag: IntGauge,
@@ -180,6 +182,10 @@ impl RelayMetrics {
             "leases_held",
             "Partitions this relay instance holds a lease on.",
         )?;
+        let ready = gauge(
+            "ready",
+            "1 when this relay instance is ready (what /readyz answers 200 for), else 0.",
+        )?;
         let client_rebuilds = counter(
             "broker_client_rebuilds_total",
             "Broker clients rebuilt because their state was broken: a fatal or fenced Kafka producer, a RabbitMQ connection closed by the broker or stuck.",
@@ -219,6 +225,7 @@ impl RelayMetrics {
             oldest_pending_age,
             dead,
             leases_held,
+            ready,
             client_rebuilds,
             slot_lag,
             slot_retained_wal,
@@ -284,6 +291,11 @@ impl RelayMetrics {
             .set(i64::try_from(partitions).unwrap_or(i64::MAX));
     }
 
+    /// Whether this instance is ready, as `/readyz` decides it.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.set(i64::from(ready));
+    }
+
     /// Bring the client rebuild counter up to `total`, the publisher's own
     /// count (it never goes down).
     pub fn set_client_rebuilds(&self, total: u64) {
@@ -339,4 +351,22 @@ pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8
 fn added<M: Collector + Clone + 'static>(registry: &Registry, metric: M) -> Result<M, Error> {
     registry.register(Box::new(metric.clone()))?;
     Ok(metric)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RelayMetrics;
+
+    #[test]
+    fn ready_gauge_follows_the_last_readiness_decision() {
+        let metrics = RelayMetrics::new();
+        let text = metrics.encode().expect("text format");
+        assert!(text.contains("\noutbox_relay_ready 0\n"), "{text}");
+        metrics.set_ready(true);
+        let text = metrics.encode().expect("text format");
+        assert!(text.contains("\noutbox_relay_ready 1\n"), "{text}");
+        metrics.set_ready(false);
+        let text = metrics.encode().expect("text format");
+        assert!(text.contains("\noutbox_relay_ready 0\n"), "{text}");
+    }
 }

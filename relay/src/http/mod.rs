@@ -6,7 +6,8 @@
 //!   longer than `handover_after`; otherwise `503` and one line naming what
 //!   is not ready.
 //! - `GET /metrics`: the Prometheus text format (see [`RelayMetrics`]); the
-//!   table gauges are read from the database on each scrape.
+//!   table gauges are read from the database on each scrape, and
+//!   `outbox_relay_ready` takes `/readyz`'s decision at that moment.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -110,6 +111,7 @@ async fn readyz(State(state): State<HttpState>) -> Response {
             (!state.publisher.is_connected()).then(|| "broker not connected".to_owned())
         }),
     };
+    state.metrics.set_ready(problem.is_none());
     match problem {
         None => {
             let activity =
@@ -133,16 +135,31 @@ async fn readyz(State(state): State<HttpState>) -> Response {
 }
 
 async fn metrics(State(state): State<HttpState>) -> Response {
-    match tokio::time::timeout(DATABASE_CHECK_TIMEOUT, state.backlog.backlog()).await {
-        Ok(Ok(backlog)) => state.metrics.set_backlog(&backlog, chrono::Utc::now()),
-        Ok(Err(error)) => {
-            tracing::warn!(%error, "reading the backlog for /metrics failed; gauges keep their last values")
-        }
-        Err(_) => tracing::warn!(
-            timeout_ms = DATABASE_CHECK_TIMEOUT.as_millis() as u64,
-            "reading the backlog for /metrics timed out; gauges keep their last values"
-        ),
-    }
+    let database_answered =
+        match tokio::time::timeout(DATABASE_CHECK_TIMEOUT, state.backlog.backlog()).await {
+            Ok(Ok(backlog)) => {
+                state.metrics.set_backlog(&backlog, chrono::Utc::now());
+                true
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "reading the backlog for /metrics failed; gauges keep their last values");
+                false
+            }
+            Err(_) => {
+                tracing::warn!(
+                    timeout_ms = DATABASE_CHECK_TIMEOUT.as_millis() as u64,
+                    "reading the backlog for /metrics timed out; gauges keep their last values"
+                );
+                false
+            }
+        };
+    // The same decision as `/readyz`, with the backlog read standing for
+    // its database check.
+    state.metrics.set_ready(
+        database_answered
+            && state.health.not_ready_reason().is_none()
+            && state.publisher.is_connected(),
+    );
     state
         .metrics
         .set_client_rebuilds(state.publisher.client_rebuilds());
