@@ -18,11 +18,13 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use outbox::{OutboxMessage, OutboxWriter};
+use outbox_relay::publish::nats::{NatsPublisher, NatsPublisherConfig};
 use outbox_relay::publish::redis::{RedisEndpoint, RedisPublisher, RedisPublisherConfig};
 use outbox_relay::publish::{
     PublishFailure, Publisher, RabbitMqPublisher, RabbitMqPublisherConfig,
 };
 use outbox_relay::{OutboundEvent, RelayConfig, RelayService};
+use outbox_testkit::nats as nats_kit;
 use outbox_testkit::rabbitmq::{amqp_url, delete_topology, require_rabbitmq};
 use outbox_testkit::redis as redis_kit;
 use serde_json::json;
@@ -405,6 +407,9 @@ async fn delete_billing_topology(exchange: &str, queue: &str) {
 enum BillingBroker {
     RabbitMq,
     Redis,
+    /// NATS JetStream: the orders go to the subject `exchange`, in the
+    /// stream named `queue`, which the consumer makes when missing.
+    Nats,
 }
 
 impl BillingBroker {
@@ -418,6 +423,10 @@ impl BillingBroker {
                 args.extend(["--queue".to_owned(), queue.to_owned()]);
             }
             BillingBroker::Redis => args.extend(["--redis-url".to_owned(), redis_kit::redis_url()]),
+            BillingBroker::Nats => {
+                args.extend(["--nats-url".to_owned(), nats_kit::nats_url()]);
+                args.extend(["--nats-stream".to_owned(), queue.to_owned()]);
+            }
         }
         args
     }
@@ -435,6 +444,10 @@ impl BillingBroker {
                 )))
                 .expect("a Redis publisher"),
             ),
+            BillingBroker::Nats => Box::new(
+                NatsPublisher::new(NatsPublisherConfig::new(vec![nats_kit::nats_url()]))
+                    .expect("a NATS publisher"),
+            ),
         }
     }
 
@@ -443,6 +456,7 @@ impl BillingBroker {
         match self {
             BillingBroker::RabbitMq => "consuming queue",
             BillingBroker::Redis => "consuming stream",
+            BillingBroker::Nats => "consuming subject",
         }
     }
 
@@ -450,6 +464,7 @@ impl BillingBroker {
         match self {
             BillingBroker::RabbitMq => drop(require_rabbitmq().await),
             BillingBroker::Redis => drop(redis_kit::require_redis().await),
+            BillingBroker::Nats => drop(nats_kit::require_nats().await),
         }
     }
 
@@ -461,6 +476,10 @@ impl BillingBroker {
             BillingBroker::Redis => {
                 let mut connection = redis_kit::require_redis().await;
                 redis_kit::group_backlog(&mut connection, exchange, "billing").await
+            }
+            BillingBroker::Nats => {
+                let jetstream = nats_kit::require_nats().await;
+                nats_kit::consumer_backlog(&jetstream, queue, "billing").await
             }
         }
     }
@@ -476,6 +495,12 @@ impl BillingBroker {
                     &[exchange.to_owned(), format!("{exchange}.dlq")],
                 )
                 .await;
+            }
+            BillingBroker::Nats => {
+                let jetstream = nats_kit::require_nats().await;
+                nats_kit::TestStream::existing(&jetstream, queue)
+                    .delete()
+                    .await;
             }
         }
     }
@@ -672,6 +697,14 @@ async fn billing_consumer_killed_mid_batch_invoices_each_order_once() {
 #[tokio::test]
 async fn billing_consumer_on_redis_killed_three_times_invoices_each_order_once() {
     killed_mid_batch_invoices_each_order_once(BillingBroker::Redis, 3).await;
+}
+
+/// On NATS the stream keeps one copy of each order's event (the relay's
+/// three publishes share one `Nats-Msg-Id`); the redeliveries come from the
+/// kills, the messages a killed consumer held unacknowledged.
+#[tokio::test]
+async fn billing_consumer_on_nats_killed_three_times_invoices_each_order_once() {
+    killed_mid_batch_invoices_each_order_once(BillingBroker::Nats, 3).await;
 }
 
 /// A batching billing consumer SIGKILLed `kills` times while its batches

@@ -3,7 +3,7 @@
 use clap::Parser;
 
 /// Records one invoice per `order.created` event consumed from RabbitMQ
-/// (or Redis Streams), through the inbox, so a redelivered event changes
+/// (or Redis Streams, or NATS JetStream), through the inbox, so a redelivered event changes
 /// nothing.
 #[derive(Debug, Parser)]
 #[command(name = "billing-consumer")]
@@ -27,12 +27,26 @@ pub struct Config {
     /// Redis to consume from instead of RabbitMQ: the relay then runs with
     /// `--broker redis://...`, and the consumer reads the stream named by
     /// `--exchange` through the consumer group `billing`.
-    #[arg(long, env = "REDIS_URL")]
+    #[arg(long, env = "REDIS_URL", conflicts_with = "nats_url")]
     pub redis_url: Option<String>,
+
+    /// NATS to consume from instead of RabbitMQ: the relay then runs with
+    /// `--broker nats://...`, and the consumer reads the JetStream stream
+    /// `--nats-stream` through the durable consumer `billing`, filtered to
+    /// the subject named by `--exchange`.
+    #[arg(long, env = "NATS_URL")]
+    pub nats_url: Option<String>,
+
+    /// The JetStream stream to consume with `--nats-url`; created when
+    /// missing, taking the `--exchange` subject and its dead letters
+    /// (`<exchange>.dlq`).
+    #[arg(long, env = "ORDERS_STREAM", default_value = "ORDERS")]
+    pub nats_stream: String,
 
     /// The exchange the relay publishes orders to (the events' `topic`);
     /// declared as a durable topic exchange when missing. With
-    /// `--redis-url`, the stream of that name (created when missing).
+    /// `--redis-url`, the stream of that name (created when missing); with
+    /// `--nats-url`, the subject of that name.
     #[arg(long, env = "ORDERS_EXCHANGE", default_value = "orders")]
     pub exchange: String,
 

@@ -22,10 +22,18 @@
 //! stream `orders` through the consumer group `billing` (created when
 //! missing, from the start of the stream) instead.
 //!
+//! On NATS JetStream, run the relay with `--broker nats://127.0.0.1:4222`
+//! and this consumer with `--nats-url nats://127.0.0.1:4222`: it makes the
+//! stream `ORDERS` (`--nats-stream`) for the subjects `orders` and
+//! `orders.dlq` when missing, then reads `orders` through the durable
+//! consumer `billing`. Start it once before the relay, so the stream is
+//! there when the relay publishes.
+//!
 //! Settings: `--database-url` / `DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`), `--amqp-url` / `AMQP_URL`
 //! (default `amqp://guest:guest@127.0.0.1:5672/%2f`), `--redis-url` /
-//! `REDIS_URL` (none: RabbitMQ), `--exchange` /
+//! `REDIS_URL` (none: RabbitMQ), `--nats-url` / `NATS_URL` and
+//! `--nats-stream` / `ORDERS_STREAM`, `--exchange` /
 //! `ORDERS_EXCHANGE`, `--queue` / `BILLING_QUEUE`, `--batch-size N` /
 //! `BILLING_BATCH_SIZE` for N deliveries per inbox transaction, and
 //! `--exit-after N` to stop after N deliveries. Stdout gets one line when it consumes and one
@@ -33,6 +41,7 @@
 
 mod config;
 mod invoices;
+mod nats_stream;
 mod schema;
 
 use std::process::ExitCode;
@@ -41,6 +50,7 @@ use std::time::Duration;
 use clap::Parser;
 use outbox_inbox::ConsumerStats;
 use outbox_inbox::Inbox;
+use outbox_inbox::nats::{NatsConsumerConfig, NatsInboxConsumer};
 use outbox_inbox::rabbitmq::{RabbitMqConsumerConfig, RabbitMqInboxConsumer};
 use outbox_inbox::redis::{RedisConsumerConfig, RedisInboxConsumer};
 use sqlx::postgres::PgPoolOptions;
@@ -49,6 +59,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::Config;
 use crate::invoices::{InvoiceHandler, ORDER_CREATED};
+use crate::nats_stream::ensure_stream;
 use crate::schema::create_schema;
 
 /// The name the inbox records this consumer's deliveries under.
@@ -102,11 +113,16 @@ async fn consume(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(1)
         .max(config.batch_size.saturating_mul(2));
     let batch_size = usize::from(config.batch_size);
-    let stats = match &config.redis_url {
-        Some(redis_url) => {
+    let stats = match (&config.redis_url, &config.nats_url) {
+        (Some(redis_url), _) => {
             consume_redis(inbox, handler, &config, redis_url, in_flight, stop).await?
         }
-        None => consume_rabbitmq(inbox, handler, &config, in_flight, batch_size, stop).await?,
+        (None, Some(nats_url)) => {
+            consume_nats(inbox, handler, &config, nats_url, in_flight, stop).await?
+        }
+        (None, None) => {
+            consume_rabbitmq(inbox, handler, &config, in_flight, batch_size, stop).await?
+        }
     };
     pool.close().await;
     println!(
@@ -162,6 +178,32 @@ async fn consume_redis(
     // The group starts from the beginning of the stream, so what the relay
     // published before this line is read too.
     println!("consuming stream {} (group {CONSUMER})", config.exchange);
+    Ok(consumer.run(stop).await?)
+}
+
+/// Consume the orders subject through the durable consumer `billing`
+/// until `stop`.
+async fn consume_nats(
+    inbox: Inbox<sqlx::Postgres>,
+    handler: InvoiceHandler,
+    config: &Config,
+    nats_url: &str,
+    in_flight: u16,
+    stop: CancellationToken,
+) -> Result<ConsumerStats, Box<dyn std::error::Error>> {
+    ensure_stream(nats_url, &config.nats_stream, &config.exchange).await?;
+    let mut consumer_config = NatsConsumerConfig::new(nats_url, &config.nats_stream, CONSUMER);
+    consumer_config.filter_subject = Some(config.exchange.clone());
+    consumer_config.max_in_flight = usize::from(in_flight);
+    consumer_config.batch_size = usize::from(config.batch_size);
+    consumer_config.batch_wait = BATCH_WAIT;
+    let consumer = NatsInboxConsumer::new(inbox, handler, consumer_config)?;
+    // The durable consumer is made when missing and delivers the stream
+    // from its start, so what the relay published before is read too.
+    println!(
+        "consuming subject {} (stream {}, durable {CONSUMER})",
+        config.exchange, config.nats_stream
+    );
     Ok(consumer.run(stop).await?)
 }
 

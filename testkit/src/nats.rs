@@ -209,6 +209,29 @@ impl TestStream {
     }
 }
 
+/// Messages the durable consumer `durable` of `stream` still has to
+/// settle: those not yet delivered and those delivered but not
+/// acknowledged. 0 when neither the stream nor the consumer exists yet
+/// would hide a fault, so both must exist.
+///
+/// # Panics
+/// When the stream or the consumer cannot be asked.
+pub async fn consumer_backlog(jetstream: &jetstream::Context, stream: &str, durable: &str) -> u64 {
+    let stream_handle = jetstream
+        .get_stream(stream)
+        .await
+        .unwrap_or_else(|error| panic!("stream {stream}: {error}"));
+    let mut consumer: jetstream::consumer::PullConsumer = stream_handle
+        .get_consumer(durable)
+        .await
+        .unwrap_or_else(|error| panic!("consumer {durable} of stream {stream}: {error}"));
+    let info = consumer
+        .info()
+        .await
+        .unwrap_or_else(|error| panic!("consumer {durable} of stream {stream} info: {error}"));
+    info.num_pending + info.num_ack_pending as u64
+}
+
 /// A stored message as a [`Received`]: the id from `ce-id`, the aggregate
 /// from `ce-partitionkey` (both percent-decoded), the payload; the key is
 /// `Nats-Msg-Id` (a message has no key of its own).
