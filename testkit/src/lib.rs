@@ -30,8 +30,12 @@
 //! [`TcpProxy`] stands between the code under test and a server, so a test
 //! can cut that code off its database or broker (and let it back) while the
 //! shared server keeps running for every other test.
+//!
+//! [`browser::Browser`] drives headless Chromium through ChromeDriver, for
+//! the tests of the relay's operators' page.
 
 mod backends;
+pub mod browser;
 mod database;
 pub mod kafka;
 pub mod nats;
