@@ -1,6 +1,5 @@
 //! [`NatsConsumerConfig`]: the settings of a NATS JetStream inbox consumer.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 pub use crate::consumer::DEAD_LETTER_SUFFIX;
@@ -8,45 +7,7 @@ use crate::consumer::{impl_batch_settings, impl_retry_settings};
 use crate::error::Error;
 use crate::prune::PruneSettings;
 
-/// How the consumer logs in to NATS: the same choices as the relay's
-/// `[nats]` settings.
-#[derive(Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum NatsCredentials {
-    /// No credentials.
-    #[default]
-    None,
-    /// A user and its password.
-    UserPassword {
-        /// The user name.
-        user: String,
-        /// Its password.
-        password: String,
-    },
-    /// A token.
-    Token(String),
-    /// A `.creds` file: a user JWT and the nkey seed that signs the
-    /// server's nonce.
-    CredsFile(PathBuf),
-}
-
-/// Never shows a password or a token.
-impl std::fmt::Debug for NatsCredentials {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NatsCredentials::None => formatter.write_str("None"),
-            NatsCredentials::UserPassword { user, .. } => formatter
-                .debug_struct("UserPassword")
-                .field("user", user)
-                .field("password", &"***")
-                .finish(),
-            NatsCredentials::Token(_) => formatter.debug_tuple("Token").field(&"***").finish(),
-            NatsCredentials::CredsFile(path) => {
-                formatter.debug_tuple("CredsFile").field(path).finish()
-            }
-        }
-    }
-}
+pub use outbox::broker::nats::NatsCredentials;
 
 /// Settings of a [`NatsInboxConsumer`](super::NatsInboxConsumer).
 #[derive(Debug, Clone, PartialEq, Eq)]

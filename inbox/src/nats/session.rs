@@ -186,6 +186,12 @@ async fn connect(config: &NatsConsumerConfig) -> Result<async_nats::Client, Open
                 ))
             })?
         }
+        other => {
+            return Err(OpenError::Refused(config_error(
+                "credentials",
+                &format!("this version of the inbox cannot log in with {other:?}"),
+            )));
+        }
     };
     let servers: Vec<ServerAddr> = config
         .servers

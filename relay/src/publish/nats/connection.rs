@@ -91,6 +91,11 @@ impl Login {
                 let (jwt, key_pair) = read_creds(&contents, path)?;
                 Login::Jwt(jwt, Arc::new(key_pair))
             }
+            other => {
+                return Err(format!(
+                    "this version of the relay cannot log in with {other:?}"
+                ));
+            }
         })
     }
 
