@@ -6,6 +6,8 @@
 //! - `status.rs`: [`RelayStatus`], the table's counts with the slots'.
 //! - `dead.rs`: listing, retrying and discarding dead events.
 //! - `replay.rs`: [`ReplayRequest`] and what a replay did.
+//! - `page.rs`: the operators' page (`/ui`) served on its own
+//!   ([`RelayAdmin::bind_page`]), as `outbox-relay ui` does.
 //! - `logical.rs`: the WAL source's commands (the `logical` feature).
 //!
 //! ```no_run
@@ -29,6 +31,7 @@
 mod dead;
 #[cfg(feature = "logical")]
 mod logical;
+mod page;
 mod replay;
 mod status;
 
@@ -47,6 +50,7 @@ pub use crate::source::logical::{SlotBacklog, SlotStatus};
 pub use crate::store::{
     DeadEvent, DeadSelector, LiveLease, OutboxStatus, ReplayWindow, TopicStatus,
 };
+pub use page::{PageOptions, PageServer};
 pub use replay::{ReplayRequest, ReplaySummary};
 pub use status::RelayStatus;
 

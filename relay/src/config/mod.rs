@@ -57,6 +57,7 @@ pub use {database_url::open_store, publisher::build_publisher, relay_settings::r
 
 use diagnostics::describe_toml_error;
 
+pub use crate::http::ui::UiTokens;
 pub use crate::publish::{RoutingKey, StreamKey, SubjectTemplate};
 pub use crate::source::{DEFAULT_MAX_BATCH_BYTES, SlotName};
 pub use nats::{NatsConfig, NatsSubjectConfig};

@@ -8,6 +8,8 @@
 //! - `GET /metrics`: the Prometheus text format (see [`RelayMetrics`]); the
 //!   table gauges are read from the database on each scrape, and
 //!   `outbox_relay_ready` takes `/readyz`'s decision at that moment.
+//! - `/ui`: the operators' page and its JSON API under `/ui/api/` (see
+//!   [`ui`]), when the relay serves it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -29,6 +31,8 @@ use crate::publish::Publisher;
 use crate::source::OutboxStore;
 use crate::tasks::Tasks;
 
+pub mod ui;
+
 /// How long `/readyz` and `/metrics` wait for the database.
 const DATABASE_CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -45,6 +49,8 @@ pub struct HttpState {
     pub metrics: Arc<RelayMetrics>,
     /// Whether the relay can publish.
     pub health: Arc<PublishHealth>,
+    /// The operators' page's settings, when `/ui` is served.
+    pub page: Option<ui::PageSettings>,
 }
 
 /// A bound HTTP endpoint, not yet serving.
@@ -69,7 +75,6 @@ impl HttpEndpoint {
     }
 
     /// The address actually bound.
-    #[cfg(feature = "test-util")]
     pub fn local_addr(&self) -> SocketAddr {
         self.address
     }
@@ -78,11 +83,18 @@ impl HttpEndpoint {
     pub fn serve(self, state: HttpState, tasks: &Tasks) -> JoinHandle<()> {
         let stop = tasks.stop_token();
         let address = self.address;
-        let router = Router::new()
+        let page = state
+            .page
+            .clone()
+            .map(|settings| ui::UiPage::for_relay(state.clone(), settings));
+        let mut router = Router::new()
             .route("/healthz", get(healthz))
             .route("/readyz", get(readyz))
             .route("/metrics", get(metrics))
             .with_state(state);
+        if let Some(page) = page {
+            router = router.merge(page.router());
+        }
         tasks.spawn(async move {
             tracing::info!(%address, "http endpoint listening");
             let served = axum::serve(self.listener, router)
@@ -99,9 +111,11 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-async fn readyz(State(state): State<HttpState>) -> Response {
+/// Why the relay is not ready, or `None` when it is: what `/readyz`
+/// answers, and the broker state of the operators' page.
+pub(crate) async fn not_ready_reason(state: &HttpState) -> Option<String> {
     let database = tokio::time::timeout(DATABASE_CHECK_TIMEOUT, state.store.partition_count());
-    let problem = match database.await {
+    match database.await {
         Err(_) => Some(format!(
             "database did not answer within {} ms",
             DATABASE_CHECK_TIMEOUT.as_millis()
@@ -110,7 +124,11 @@ async fn readyz(State(state): State<HttpState>) -> Response {
         Ok(Ok(_)) => state.health.not_ready_reason().or_else(|| {
             (!state.publisher.is_connected()).then(|| "broker not connected".to_owned())
         }),
-    };
+    }
+}
+
+async fn readyz(State(state): State<HttpState>) -> Response {
+    let problem = not_ready_reason(&state).await;
     state.metrics.set_ready(problem.is_none());
     match problem {
         None => {

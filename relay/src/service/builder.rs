@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::batch::RelayMetrics;
 use crate::config::{BrokerUrl, EventSourceKind, RelayConfig};
 use crate::error::Error;
+use crate::http::ui::UiTokens;
 use crate::publish::Publisher;
 use crate::service::{RelayDatabase, RelayService};
 use crate::source::SlotName;
@@ -56,6 +57,7 @@ pub struct RelayServiceBuilder {
     slot: Option<SlotName>,
     metrics: Option<Arc<RelayMetrics>>,
     serve_http: bool,
+    ui_tokens: UiTokens,
     skip_migrate: bool,
 }
 
@@ -104,6 +106,14 @@ impl RelayServiceBuilder {
     /// `[http] listen` address, as `outbox-relay run` does. Off by default.
     pub fn serve_http(mut self, serve: bool) -> Self {
         self.serve_http = serve;
+        self
+    }
+
+    /// The named tokens the operators' page (`/ui`, served with the HTTP
+    /// endpoint) accepts for its actions; without any, the page is
+    /// read-only.
+    pub fn ui_tokens(mut self, tokens: UiTokens) -> Self {
+        self.ui_tokens = tokens;
         self
     }
 
@@ -166,6 +176,7 @@ impl RelayServiceBuilder {
                 .metrics
                 .unwrap_or_else(|| Arc::new(RelayMetrics::new())),
             serve_http: self.serve_http,
+            ui_tokens: self.ui_tokens,
             migrate: !self.skip_migrate,
         })
     }

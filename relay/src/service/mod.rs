@@ -66,6 +66,7 @@ pub use database::RelayDatabase;
 use crate::batch::{DispatchTotals, RelayMetrics};
 use crate::config::RelayConfig;
 use crate::error::Error;
+use crate::http::ui::UiTokens;
 use crate::tasks::Tasks;
 
 /// A relay ready to run: see the [module documentation](self).
@@ -75,6 +76,7 @@ pub struct RelayService {
     config: RelayConfig,
     metrics: Arc<RelayMetrics>,
     serve_http: bool,
+    ui_tokens: UiTokens,
     migrate: bool,
 }
 
@@ -86,6 +88,7 @@ impl std::fmt::Debug for RelayService {
             .field("broker", &self.broker)
             .field("source", &self.config.source)
             .field("serve_http", &self.serve_http)
+            .field("ui_tokens", &self.ui_tokens)
             .field("migrate", &self.migrate)
             .finish_non_exhaustive()
     }

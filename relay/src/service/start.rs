@@ -10,6 +10,7 @@ use crate::batch::{DispatchTotals, PublishHealth};
 use crate::config::{EventSourceKind, build_publisher, relay_settings};
 use crate::error::Error;
 use crate::event::Wakeup;
+use crate::http::ui::PageSettings;
 use crate::http::{HttpEndpoint, HttpState};
 use crate::operator::{BacklogSource, TableBacklog};
 use crate::publish::Publisher;
@@ -42,6 +43,7 @@ pub(super) async fn start(service: RelayService, tasks: &Tasks) -> Result<Runnin
         config,
         metrics,
         serve_http,
+        ui_tokens,
         migrate,
     } = service;
     let relay_id = config.instance_id.clone().unwrap_or_else(default_relay_id);
@@ -98,6 +100,16 @@ pub(super) async fn start(service: RelayService, tasks: &Tasks) -> Result<Runnin
     #[cfg(not(feature = "logical"))]
     let backlog: Arc<dyn BacklogSource> = Arc::new(TableBacklog(Arc::clone(&store)));
     let health = Arc::new(PublishHealth::new(config.effective_handover_after()));
+    let page = PageSettings {
+        tokens: ui_tokens,
+        #[cfg(feature = "logical")]
+        slot: match &logical {
+            Some(opened) => config
+                .logical_slot_on("postgres")?
+                .map(|slot| (opened.postgres.pool().clone(), slot)),
+            None => None,
+        },
+    };
     // The endpoint stops after the relay: `/metrics` and `/readyz` answer
     // while the batch in flight finishes.
     let http_tasks = tasks.child();
@@ -109,6 +121,7 @@ pub(super) async fn start(service: RelayService, tasks: &Tasks) -> Result<Runnin
                 publisher: Arc::clone(&publisher),
                 metrics: Arc::clone(&metrics),
                 health: Arc::clone(&health),
+                page: Some(page),
             },
             &http_tasks,
         );

@@ -25,7 +25,8 @@ macro_rules! numbered_statements {
             renew_leases, acquire_leases, release_leases, fetch_pending, mark_published,
             delete_acknowledged, record_failure, delete_published, backlog, status,
             status_topics, status_leases, database_time, topic_exists, fetch_published,
-            list_dead, retry_dead, discard_dead)
+            list_dead, retry_dead, discard_dead, page_topics, page_relays, page_dead, page_event,
+            page_published_recently)
     };
     (@ $folder:literal; $($name:ident),*) => {
         Statements::numbered(NumberedSql {
@@ -37,6 +38,7 @@ macro_rules! numbered_statements {
 #[cfg(feature = "mysql")]
 mod mysql;
 mod operator;
+pub(crate) mod page;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub(crate) mod rows;
@@ -50,6 +52,7 @@ use std::time::Duration;
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlStore;
 pub use operator::OperatorStore;
+pub use page::{DeadFilter, PageDeadEvent, PageEvent, PageLease, PageRelay, PageTopic};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 pub use sql_store::{Dialect, SqlStore};

@@ -13,9 +13,10 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlQueryResult};
 use sqlx::MySql;
 
 use super::sql_store::Param::{
-    self, AfterId, Dead, EventId, EventIds, ExcludedIds, HoldDead, LastError, Leases, Limit,
-    MaxBytes, OlderThan, PartitionCount, Partitions, RelayId, RetryDelay, SelectedAggregateId,
-    SelectedAggregateType, SelectedEventId, Since, TimeToLive, Topic, Until,
+    self, AfterId, Dead, ErrorContains, EventId, EventIds, ExcludedIds, FilterEventType,
+    FilterTopic, HoldDead, LastError, Leases, Limit, MaxBytes, OlderThan, PartitionCount,
+    Partitions, RelayId, RetryDelay, SelectedAggregateId, SelectedAggregateType, SelectedEventId,
+    Since, TimeToLive, Topic, Until,
 };
 use super::sql_store::{
     Bound, Dialect, LeaseStatements, RowsAffected, SqlStore, Statement, Statements,
@@ -119,6 +120,30 @@ const STATEMENTS: Statements = Statements {
     ),
     retry_dead: Statement::new(include_str!("sql/mysql/retry_dead.sql"), SELECTOR),
     discard_dead: Statement::new(include_str!("sql/mysql/discard_dead.sql"), SELECTOR),
+    page_topics: Statement::new(include_str!("sql/mysql/page_topics.sql"), &[]),
+    page_relays: Statement::new(include_str!("sql/mysql/page_relays.sql"), &[]),
+    page_dead: Statement::new(
+        include_str!("sql/mysql/page_dead.sql"),
+        &[
+            FilterTopic,
+            FilterTopic,
+            FilterEventType,
+            FilterEventType,
+            SelectedAggregateType,
+            SelectedAggregateType,
+            SelectedAggregateId,
+            ErrorContains,
+            ErrorContains,
+            Since,
+            Until,
+            Limit,
+        ],
+    ),
+    page_event: Statement::new(include_str!("sql/mysql/page_event.sql"), &[EventId]),
+    page_published_recently: Statement::new(
+        include_str!("sql/mysql/page_published_recently.sql"),
+        &[OlderThan],
+    ),
 };
 
 /// The fetch, as [`ExplainFetch`] explains it.

@@ -7,7 +7,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 
-use super::{DeadEvent, DeadSelector, OutboxBacklog, OutboxStatus, ReplayWindow};
+use super::{
+    DeadEvent, DeadFilter, DeadSelector, OutboxBacklog, OutboxStatus, PageDeadEvent, PageEvent,
+    PageRelay, PageTopic, ReplayWindow,
+};
 use crate::error::Error;
 use crate::event::OutboundEvent;
 
@@ -60,4 +63,44 @@ pub trait OperatorStore: Send + Sync {
 
     /// Delete matching dead events.
     fn discard_dead<'a>(&'a self, selector: &'a DeadSelector) -> BoxFuture<'a, Result<u64, Error>>;
+
+    /// The operators' page: per-topic counts, in flight included. A store
+    /// without the page's statements says so.
+    fn page_topics(&self) -> BoxFuture<'_, Result<Vec<PageTopic>, Error>> {
+        Box::pin(async { Err(no_page()) })
+    }
+
+    /// The operators' page: the live relays and their leases.
+    fn page_relays(&self) -> BoxFuture<'_, Result<Vec<PageRelay>, Error>> {
+        Box::pin(async { Err(no_page()) })
+    }
+
+    /// The operators' page: dead events under `filter`, in id order, at
+    /// most `limit`.
+    fn page_dead<'a>(
+        &'a self,
+        filter: &'a DeadFilter,
+        limit: i64,
+    ) -> BoxFuture<'a, Result<Vec<PageDeadEvent>, Error>> {
+        let _ = (filter, limit);
+        Box::pin(async { Err(no_page()) })
+    }
+
+    /// The operators' page: the event of `id` (`outbox_events.id`), in
+    /// any state, or `None`.
+    fn page_event(&self, id: i64) -> BoxFuture<'_, Result<Option<PageEvent>, Error>> {
+        let _ = id;
+        Box::pin(async { Err(no_page()) })
+    }
+
+    /// The operators' page: events published within the last `within`.
+    fn page_published_recently(&self, within: Duration) -> BoxFuture<'_, Result<i64, Error>> {
+        let _ = within;
+        Box::pin(async { Err(no_page()) })
+    }
+}
+
+/// The error of a store that has no statements for the operators' page.
+fn no_page() -> Error {
+    Error::InvalidArgument("this store does not serve the operators' page".to_owned())
 }

@@ -3,9 +3,10 @@
 //! statement in one order, written here once.
 
 use super::Param::{
-    AfterId, EventId, EventIds, ExcludedIds, HoldDead, LastError, Leases, Limit, MaxBytes,
-    OlderThan, PartitionCount, Partitions, RelayId, RetryDelay, SelectedAggregateId,
-    SelectedAggregateType, SelectedEventId, Since, TimeToLive, Topic, Until,
+    AfterId, ErrorContains, EventId, EventIds, ExcludedIds, FilterEventType, FilterTopic,
+    HoldDead, LastError, Leases, Limit, MaxBytes, OlderThan, PartitionCount, Partitions, RelayId,
+    RetryDelay, SelectedAggregateId, SelectedAggregateType, SelectedEventId, Since, TimeToLive,
+    Topic, Until,
 };
 use super::{LeaseStatements, Param, Statement, Statements};
 
@@ -35,6 +36,11 @@ pub struct NumberedSql {
     pub list_dead: &'static str,
     pub retry_dead: &'static str,
     pub discard_dead: &'static str,
+    pub page_topics: &'static str,
+    pub page_relays: &'static str,
+    pub page_dead: &'static str,
+    pub page_event: &'static str,
+    pub page_published_recently: &'static str,
 }
 
 /// The filters of the dead-event statements.
@@ -107,6 +113,23 @@ impl Statements {
             ),
             retry_dead: Statement::new(sql.retry_dead, SELECTOR),
             discard_dead: Statement::new(sql.discard_dead, SELECTOR),
+            page_topics: Statement::new(sql.page_topics, &[]),
+            page_relays: Statement::new(sql.page_relays, &[]),
+            page_dead: Statement::new(
+                sql.page_dead,
+                &[
+                    FilterTopic,
+                    FilterEventType,
+                    SelectedAggregateType,
+                    SelectedAggregateId,
+                    ErrorContains,
+                    Since,
+                    Until,
+                    Limit,
+                ],
+            ),
+            page_event: Statement::new(sql.page_event, &[EventId]),
+            page_published_recently: Statement::new(sql.page_published_recently, &[OlderThan]),
         }
     }
 }

@@ -51,6 +51,13 @@ pub enum Param {
     SelectedAggregateType,
     /// The aggregate id of a dead-event selector, or NULL.
     SelectedAggregateId,
+    /// The topic the operators' page filters dead events by, or NULL.
+    FilterTopic,
+    /// The event type the operators' page filters dead events by, or NULL.
+    FilterEventType,
+    /// A substring of the last error the operators' page filters dead
+    /// events by, or NULL.
+    ErrorContains,
 }
 
 /// One SQL statement and what its placeholders take, in order.
@@ -144,6 +151,16 @@ pub struct Statements {
     pub retry_dead: Statement,
     /// Delete matching dead events.
     pub discard_dead: Statement,
+    /// The operators' page: per-topic counts.
+    pub page_topics: Statement,
+    /// The operators' page: live relays and their leases.
+    pub page_relays: Statement,
+    /// The operators' page: dead events under its filters.
+    pub page_dead: Statement,
+    /// The operators' page: one event by id.
+    pub page_event: Statement,
+    /// The operators' page: events published lately (one column).
+    pub page_published_recently: Statement,
 }
 
 impl Statements {
@@ -172,6 +189,11 @@ impl Statements {
             self.list_dead,
             self.retry_dead,
             self.discard_dead,
+            self.page_topics,
+            self.page_relays,
+            self.page_dead,
+            self.page_event,
+            self.page_published_recently,
         ];
         match self.leases {
             LeaseStatements::Returning { renew, acquire } => all.extend([renew, acquire]),
