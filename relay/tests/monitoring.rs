@@ -10,6 +10,7 @@ mod monitoring {
     pub mod promtool;
     pub mod rules;
     pub mod runbooks;
+    pub mod scratch;
 }
 
 use std::collections::BTreeSet;
@@ -21,6 +22,7 @@ use monitoring::promql::metric_names;
 use monitoring::promtool::{check_rules, promtool, promtool_among, test_rules};
 use monitoring::rules::{self, convention_problems, coverage_problems, parse_rules, parse_tests};
 use monitoring::runbooks::{anchor, heading_anchors, runbook_problems};
+use monitoring::scratch::Scratch;
 
 fn repository_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -55,17 +57,6 @@ fn board_json() -> serde_json::Value {
         &repository_root().join("deploy/grafana/outbox-relay.json"),
     ))
     .expect("the board is JSON")
-}
-
-/// A file of `contents` in a directory of its own under the system's
-/// temporary directory, for this test only.
-fn scratch_file(test: &str, name: &str, contents: &str) -> PathBuf {
-    let directory =
-        std::env::temp_dir().join(format!("outbox-monitoring-{}-{test}", std::process::id()));
-    std::fs::create_dir_all(&directory).expect("create the scratch directory");
-    let path = directory.join(name);
-    std::fs::write(&path, contents).expect("write the scratch file");
-    path
 }
 
 fn assert_none(problems: Vec<String>, what: &str) {
@@ -132,11 +123,8 @@ fn the_board_uses_its_datasource_variable_in_every_panel() {
 fn every_board_query_parses_and_selects_only_metrics_the_relay_exports() {
     let queries = board::queries(&board_json());
     assert!(!queries.is_empty(), "the board has no query");
-    let recorded = scratch_file(
-        "board-queries",
-        "board.rules.yml",
-        &board::recording_rules(&queries),
-    );
+    let scratch = Scratch::new("board-queries");
+    let recorded = scratch.file("board.rules.yml", &board::recording_rules(&queries));
     if let Err(output) = check_rules(&promtool(), &recorded) {
         panic!("a board query is not valid PromQL: {output}");
     }
@@ -221,11 +209,8 @@ fn a_board_query_that_does_not_parse_fails_promtool() {
             expr: "sum(rate(outbox_relay_events_published_total[5m])".to_owned(),
         },
     ];
-    let recorded = scratch_file(
-        "broken-query",
-        "board.rules.yml",
-        &board::recording_rules(&queries),
-    );
+    let scratch = Scratch::new("broken-query");
+    let recorded = scratch.file("board.rules.yml", &board::recording_rules(&queries));
     let output = check_rules(&promtool(), &recorded).expect_err("an unclosed parenthesis");
     assert!(output.contains("board:query_1"), "{output}");
     assert!(!output.contains("board:query_0"), "{output}");
@@ -322,13 +307,12 @@ groups:
 
 #[test]
 fn a_failing_promtool_unit_test_is_reported() {
-    let rules = scratch_file(
-        "failing-unit-test",
+    let scratch = Scratch::new("failing-unit-test");
+    let rules = scratch.file(
         "always.rules.yml",
         "groups:\n  - name: g\n    rules:\n      - alert: Always\n        expr: vector(1)\n",
     );
-    let tests = scratch_file(
-        "failing-unit-test",
+    let tests = scratch.file(
         "always.rules.test.yml",
         &format!(
             "rule_files:\n  - {}\ntests:\n  - interval: 1m\n    input_series: []\n    alert_rule_test:\n      - eval_time: 1m\n        alertname: Always\n        exp_alerts: []\n",
