@@ -4,7 +4,7 @@
 //! grouped by the fingerprint of their error, the actions with and without
 //! a token, cross-site requests refused with nothing changed, a published
 //! event never retried, and a payload that looks like markup returned as
-//! JSON data.
+//! JSON data; then the page of a running relay, on its HTTP endpoint.
 
 mod support;
 
@@ -15,7 +15,8 @@ use outbox_relay::admin::{PageOptions, RelayAdmin};
 use outbox_relay::config::{DatabaseUrl, UiTokens};
 use outbox_testkit::{TestBackend, TestDatabase};
 use serde_json::{Value, json};
-use support::http::{Response, get, post};
+use support::http::{Response, endpoint_address, get, post};
+use support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use tokio_util::sync::CancellationToken;
 
 const ORDERS: &str = "ui-orders";
@@ -466,8 +467,81 @@ async fn an_event_comes_back_as_json_data<DB: outbox::Backend + TestBackend>(
     stop.cancel();
 }
 
+async fn a_running_relay_serves_its_page<DB: outbox::Backend + TestBackend>(db: &TestDatabase<DB>) {
+    outbox::migrate(db.pool()).await.expect("migrate");
+    enqueue(db, ORDERS, 3).await;
+    let token = format!("alice={SECRET}");
+    let relay = RelayProcess::spawn_with_args(
+        db.url(),
+        "stdout",
+        FAST_CONFIG,
+        &[],
+        &["--ui-token", &token],
+    );
+    let address = endpoint_address(&relay).await;
+    let overview = std::sync::Arc::new(std::sync::Mutex::new(Value::Null));
+    let published = wait_until(std::time::Duration::from_secs(30), || {
+        let address = address.clone();
+        let overview = std::sync::Arc::clone(&overview);
+        async move {
+            let response = get(&address, "/ui/api/overview").await;
+            let value = if response.status == 200 {
+                response.json()
+            } else {
+                Value::Null
+            };
+            let done = value["totals"]["published"] == 3
+                && value["relays"].as_array().is_some_and(|relays| {
+                    relays.iter().any(|relay| relay["partitions"] != json!([]))
+                });
+            *overview.lock().expect("the last overview") = value;
+            done
+        }
+    })
+    .await;
+    let overview = overview.lock().expect("the last overview").clone();
+    assert!(published, "{overview}\n{}", relay.log());
+    assert_eq!(overview["source"], "polling");
+    assert_eq!(overview["actions"]["enabled"], true);
+    assert_eq!(
+        overview["broker"],
+        json!({ "ready": true, "reason": null }),
+        "the broker state /readyz decides"
+    );
+    let lease = &overview["relays"][0]["partitions"][0];
+    assert!(
+        lease["lease_token"].as_i64().is_some_and(|token| token > 0),
+        "{overview}"
+    );
+    // The rates come from the relay's counters, once sampled twice.
+    let rated = wait_until(std::time::Duration::from_secs(30), || {
+        let address = address.clone();
+        async move {
+            let value = get(&address, "/ui/api/overview").await.json();
+            value["publish_rate_per_second"].is_number()
+                && value["failure_rate_per_second"].is_number()
+        }
+    })
+    .await;
+    assert!(rated, "no rates:\n{}", relay.log());
+    let whoami = support::http::request(
+        &address,
+        "GET",
+        "/ui/api/whoami",
+        &[("Authorization", &format!("Bearer {SECRET}"))],
+        None,
+    )
+    .await;
+    assert_eq!(assert_json(&whoami, 200)["name"], "alice");
+    assert!(
+        !relay.log().contains(SECRET),
+        "the relay logs no token's secret"
+    );
+}
+
 outbox_testkit::test_on_every_backend!(
     the_overview_counts_what_the_table_holds,
     dead_events_are_grouped_and_repaired_with_a_token,
-    an_event_comes_back_as_json_data
+    an_event_comes_back_as_json_data,
+    a_running_relay_serves_its_page
 );

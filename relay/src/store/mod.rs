@@ -52,7 +52,7 @@ use std::time::Duration;
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlStore;
 pub use operator::OperatorStore;
-pub use page::{DeadFilter, PageDeadEvent, PageEvent, PageLease, PageRelay, PageTopic};
+pub use page::{DeadFilter, PageDeadEvent, PageEvent, PageRelay, PageTopic};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 pub use sql_store::{Dialect, SqlStore};

@@ -1,6 +1,7 @@
 //! The `outbox-relay` command line, described in `docs/operations.md`
 //! (Command line).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -54,6 +55,32 @@ pub struct EventSourceArgs {
     pub slot: Option<String>,
 }
 
+/// Who may act on the operators' page (`/ui`): named tokens. Without any,
+/// the page is read-only.
+#[derive(Args)]
+pub struct UiTokenArgs {
+    /// A token of the operators' page's actions, `NAME=SECRET` (the name
+    /// is logged as who acted); repeat for more. Also read from
+    /// `OUTBOX_UI_TOKEN` (pairs separated by commas). A command line is
+    /// visible to other users of the host: prefer `--ui-token-file`.
+    #[arg(long = "ui-token", value_name = "NAME=SECRET")]
+    pub ui_token: Vec<String>,
+    /// A file of tokens of the operators' page, one `NAME=SECRET` a line;
+    /// blank lines and lines starting with `#` are skipped.
+    #[arg(long, value_name = "PATH")]
+    pub ui_token_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for UiTokenArgs {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("UiTokenArgs")
+            .field("ui_token", &format_args!("{} given", self.ui_token.len()))
+            .field("ui_token_file", &self.ui_token_file)
+            .finish()
+    }
+}
+
 /// `outbox-relay` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -76,6 +103,33 @@ pub enum Command {
         /// Where committed events come from.
         #[command(flatten)]
         events: EventSourceArgs,
+        /// Who may act on the operators' page (`/ui` on the HTTP endpoint).
+        #[command(flatten)]
+        ui_tokens: UiTokenArgs,
+    },
+    /// Serve the operators' page (`/ui`) of a database, with no relay in
+    /// this process, until SIGTERM or SIGINT.
+    ///
+    /// The page shows the table's counts per topic, the oldest pending
+    /// event, the live relays and their leases, the logical slot's lag
+    /// (`--source logical`) and the dead events grouped by their error;
+    /// with a token, it retries and discards dead events. The broker's
+    /// state is unknown here (a relay's own endpoint shows it).
+    Ui {
+        /// The database.
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The address to listen on. Keep it on loopback and put a reverse
+        /// proxy with TLS in front to reach it from elsewhere.
+        #[arg(long, default_value = "127.0.0.1:9091")]
+        listen: SocketAddr,
+        /// Where the relays find committed events: `logical` shows the
+        /// slot's lag and retained WAL.
+        #[command(flatten)]
+        events: EventSourceArgs,
+        /// Who may act on the page.
+        #[command(flatten)]
+        ui_tokens: UiTokenArgs,
     },
     /// Create or upgrade the outbox tables; with `--source logical`, also
     /// the replication slot and its publication.

@@ -1,7 +1,7 @@
 //! What each `outbox-relay` subcommand does, one file per subcommand:
 //! `run.rs` (the relay), `status.rs`, `dead.rs`, `replay.rs`,
-//! `recover_slot.rs` and `leave_logical.rs`; `migrate` is one statement,
-//! here.
+//! `recover_slot.rs`, `leave_logical.rs` and `ui.rs` (the operators'
+//! page on its own); `migrate` is one statement, here.
 
 mod dead;
 mod leave_logical;
@@ -9,13 +9,14 @@ mod recover_slot;
 mod replay;
 mod run;
 mod status;
+mod ui;
 
 use std::path::PathBuf;
 
-use crate::args::{Command, DatabaseArgs, EventSourceArgs};
+use crate::args::{Command, DatabaseArgs, EventSourceArgs, UiTokenArgs};
 use outbox_relay::admin::{RelayAdmin, ReplayRequest, ReplayTime};
 use outbox_relay::config::{
-    BrokerUrl, DatabaseUrl, EventSourceKind, RelayConfig, SlotName, resolve_broker_url,
+    BrokerUrl, DatabaseUrl, EventSourceKind, RelayConfig, SlotName, UiTokens, resolve_broker_url,
     resolve_database_url,
 };
 use outbox_relay::error::Error;
@@ -42,6 +43,24 @@ fn relay_inputs(
         None => RelayConfig::default(),
     };
     Ok((database_url, broker_url, config))
+}
+
+/// The operators' page's tokens: `--ui-token`, `OUTBOX_UI_TOKEN` and
+/// `--ui-token-file`, all of them.
+fn ui_tokens(args: UiTokenArgs) -> Result<UiTokens, Error> {
+    let mut tokens = UiTokens::default();
+    for pair in &args.ui_token {
+        tokens.add(pair)?;
+    }
+    if let Some(pairs) = environment("OUTBOX_UI_TOKEN") {
+        tokens
+            .add_pairs(&pairs)
+            .map_err(|error| Error::InvalidArgument(format!("OUTBOX_UI_TOKEN: {error}")))?;
+    }
+    if let Some(path) = &args.ui_token_file {
+        tokens.add_file(path)?;
+    }
+    Ok(tokens)
 }
 
 /// `--source` and `--slot` (or their variables) over the config file's.
@@ -83,6 +102,7 @@ pub async fn execute(command: Command) -> Result<(), Error> {
             config,
             skip_migrate,
             events,
+            ui_tokens: token_args,
         } => {
             // Everything that can be wrong with the input is checked before
             // anything connects, let alone claims.
@@ -90,7 +110,29 @@ pub async fn execute(command: Command) -> Result<(), Error> {
                 relay_inputs(&database, broker.as_deref(), config)?;
             apply_event_source_args(&mut config, events);
             let slot = config.logical_slot(&database_url)?;
-            run::run(database_url, broker_url, config, slot, skip_migrate).await
+            let tokens = ui_tokens(token_args)?;
+            let inputs = run::RunInputs {
+                database_url,
+                broker_url,
+                config,
+                slot,
+                skip_migrate,
+                tokens,
+            };
+            run::run(inputs).await
+        }
+        Command::Ui {
+            database,
+            listen,
+            events,
+            ui_tokens: token_args,
+        } => {
+            let database_url = database_url(&database)?;
+            let mut config = RelayConfig::default();
+            apply_event_source_args(&mut config, events);
+            let slot = config.logical_slot(&database_url)?;
+            let tokens = ui_tokens(token_args)?;
+            ui::ui(database_url, listen, slot, tokens).await
         }
         Command::Migrate { database, events } => {
             let database_url = database_url(&database)?;

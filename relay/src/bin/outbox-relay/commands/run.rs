@@ -2,23 +2,39 @@
 //! and the graceful stop on SIGTERM or SIGINT.
 
 use outbox_relay::RelayService;
-use outbox_relay::config::{BrokerUrl, DatabaseUrl, EventSourceKind, RelayConfig, SlotName};
+use outbox_relay::config::{
+    BrokerUrl, DatabaseUrl, EventSourceKind, RelayConfig, SlotName, UiTokens,
+};
 use outbox_relay::error::Error;
 use tokio_util::sync::CancellationToken;
 
-pub(super) async fn run(
-    database_url: DatabaseUrl,
-    broker_url: BrokerUrl,
-    config: RelayConfig,
-    slot: Option<SlotName>,
-    skip_migrate: bool,
-) -> Result<(), Error> {
+/// What `run` was given, checked.
+pub(super) struct RunInputs {
+    pub(super) database_url: DatabaseUrl,
+    pub(super) broker_url: BrokerUrl,
+    pub(super) config: RelayConfig,
+    pub(super) slot: Option<SlotName>,
+    pub(super) skip_migrate: bool,
+    /// The operators' page's tokens.
+    pub(super) tokens: UiTokens,
+}
+
+pub(super) async fn run(inputs: RunInputs) -> Result<(), Error> {
+    let RunInputs {
+        database_url,
+        broker_url,
+        config,
+        slot,
+        skip_migrate,
+        tokens,
+    } = inputs;
     let mut signals = StopSignals::catch()?;
     let mut relay = RelayService::builder()
         .database(database_url)
         .broker(broker_url)
         .config(config)
         .serve_http(true)
+        .ui_tokens(tokens)
         .skip_migrate(skip_migrate);
     relay = match slot {
         Some(slot) => relay.source(EventSourceKind::Logical).slot(slot),
@@ -38,13 +54,13 @@ pub(super) async fn run(
 /// arrives while it connects and migrates waits for [`StopSignals::recv`],
 /// so the relay then stops as it does in service and exits 0, instead of
 /// being killed by the signal's default action.
-struct StopSignals {
+pub(super) struct StopSignals {
     terminate: tokio::signal::unix::Signal,
     interrupt: tokio::signal::unix::Signal,
 }
 
 impl StopSignals {
-    fn catch() -> Result<Self, Error> {
+    pub(super) fn catch() -> Result<Self, Error> {
         use tokio::signal::unix::{SignalKind, signal};
         Ok(StopSignals {
             terminate: signal(SignalKind::terminate())?,
@@ -53,7 +69,7 @@ impl StopSignals {
     }
 
     /// Wait for SIGTERM or SIGINT, also one caught before this call.
-    async fn recv(&mut self) {
+    pub(super) async fn recv(&mut self) {
         tokio::select! {
             _ = self.terminate.recv() => tracing::info!(signal = "SIGTERM", "signal received"),
             _ = self.interrupt.recv() => tracing::info!(signal = "SIGINT", "signal received"),
