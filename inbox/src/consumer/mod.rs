@@ -4,19 +4,26 @@
 //! ([`log_consumer_stopped!`]), the counters of their stats
 //! (`counters.rs`), the pruning task beside them (`pruning.rs`), and the
 //! per-key lanes of the consumers that keep a key's order, Kafka, Redis
-//! Streams and NATS JetStream (`lanes.rs`).
+//! Streams and NATS JetStream (`lanes.rs`), and the session loop of the
+//! Redis and NATS consumers (`sessions.rs`).
 
 mod counters;
 #[cfg(any(feature = "kafka", feature = "redis", feature = "nats"))]
 mod lanes;
 mod pruning;
+#[cfg(any(feature = "redis", feature = "nats"))]
+mod sessions;
 
 pub(crate) use counters::StatsCounters;
 #[cfg(feature = "kafka")]
 pub(crate) use lanes::TaskResult;
+#[cfg(feature = "kafka")]
+pub(crate) use lanes::sleep_until_due;
 #[cfg(any(feature = "kafka", feature = "redis", feature = "nats"))]
-pub(crate) use lanes::{LaneBroker, LaneMessage, MessageLanes, sleep_until_due};
+pub(crate) use lanes::{LaneBroker, LaneMessage, MessageLanes};
 pub(crate) use pruning::BackgroundPruning;
+#[cfg(any(feature = "redis", feature = "nats"))]
+pub(crate) use sessions::{AbortOnDrop, OpenError, SessionEnd, reconnecting, run_lanes};
 
 /// Suffix of the default dead-letter topic, stream or subject:
 /// `<topic>.dlq`, `<stream>.dlq`, `<subject>.dlq`.

@@ -13,17 +13,17 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::NatsConsumerConfig;
 use super::message::NatsMessage;
-use super::session::{OpenError, Session};
+use super::session::Session;
 use crate::backend::InboxBackend;
-use crate::consumer::{BackgroundPruning, MessageLanes, log_consumer_stopped, sleep_until_due};
+use crate::consumer::{
+    AbortOnDrop, BackgroundPruning, MessageLanes, SessionEnd, log_consumer_stopped, reconnecting,
+    run_lanes,
+};
 use crate::error::Error;
 use crate::handler::Handler;
 use crate::inbox::Inbox;
 use crate::policy::DeliveryPolicy;
 use crate::stats::ConsumerStats;
-
-/// A session that lasted this long ends the backoff of reconnecting.
-const STABLE_SESSION: Duration = Duration::from_secs(30);
 
 /// Consumes a JetStream stream through a durable pull consumer into an
 /// [`Inbox`]; see the [module documentation](super).
@@ -75,13 +75,6 @@ impl<DB: InboxBackend, H: Handler<DB>> std::fmt::Debug for NatsInboxConsumer<DB,
     }
 }
 
-/// How one session ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SessionEnd {
-    Stopped,
-    Lost,
-}
-
 impl<DB: InboxBackend, H: Handler<DB>> NatsInboxConsumer<DB, H> {
     /// A consumer feeding `handler` through `inbox`. Does not connect; see
     /// [`NatsInboxConsumer::run`].
@@ -117,68 +110,31 @@ impl<DB: InboxBackend, H: Handler<DB>> NatsInboxConsumer<DB, H> {
     pub async fn run(self, stop: CancellationToken) -> Result<ConsumerStats, Error> {
         let NatsInboxConsumer { policy, config } = self;
         let pruning = BackgroundPruning::start(policy.inbox(), config.prune.clone());
-        let schedule = config.retry_schedule();
-        let mut failures: u32 = 0;
-        let mut first = true;
-        loop {
-            let opened = tokio::select! {
-                () = stop.cancelled() => break,
-                opened = Session::open(&config) => opened,
-            };
-            let session = match opened {
-                Ok(session) => session,
-                Err(OpenError::Refused(error)) if first => {
-                    tracing::error!(servers = ?config.servers, stream = %config.stream, %error, "cannot start consuming from nats");
-                    pruning.stop().await;
-                    return Err(error);
-                }
-                Err(error) => {
-                    failures = failures.saturating_add(1);
-                    let delay = schedule.delay(failures);
-                    tracing::warn!(
-                        servers = ?config.servers,
-                        %error,
-                        failures,
-                        retry_in_ms = millis(delay),
-                        "cannot reach nats; retrying"
-                    );
-                    if !pause(delay, &stop).await {
-                        break;
-                    }
-                    continue;
-                }
-            };
-            first = false;
-            tracing::info!(
-                servers = ?config.servers,
-                stream = %config.stream,
-                durable = %config.durable,
-                ack_wait_ms = millis(session.ack_wait),
-                consumer = %policy.inbox().consumer(),
-                max_in_flight = config.max_in_flight,
-                batch_size = config.batch_size,
-                "consuming from nats"
-            );
-            let started = Instant::now();
-            if consume(&config, &policy, session, &stop).await == SessionEnd::Stopped {
-                break;
-            }
-            failures = if started.elapsed() >= STABLE_SESSION {
-                1
-            } else {
-                failures.saturating_add(1)
-            };
-            let delay = schedule.delay(failures);
-            tracing::warn!(
-                servers = ?config.servers,
-                retry_in_ms = millis(delay),
-                "nats session lost; reconnecting"
-            );
-            if !pause(delay, &stop).await {
-                break;
-            }
-        }
+        let ran = reconnecting(
+            "nats",
+            &config.retry_schedule(),
+            &stop,
+            || Session::open(&config),
+            |session| {
+                tracing::info!(
+                    servers = ?config.servers,
+                    stream = %config.stream,
+                    durable = %config.durable,
+                    ack_wait_ms = millis(session.ack_wait),
+                    consumer = %policy.inbox().consumer(),
+                    max_in_flight = config.max_in_flight,
+                    batch_size = config.batch_size,
+                    "consuming from nats"
+                );
+                consume(&config, &policy, session, &stop)
+            },
+        )
+        .await;
         pruning.stop().await;
+        if let Err(error) = ran {
+            tracing::error!(servers = ?config.servers, stream = %config.stream, %error, "cannot start consuming from nats");
+            return Err(error);
+        }
         let stats = policy.stats();
         log_consumer_stopped!(
             stats,
@@ -190,16 +146,9 @@ impl<DB: InboxBackend, H: Handler<DB>> NatsInboxConsumer<DB, H> {
     }
 }
 
+/// `duration` in whole milliseconds, for logs.
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Wait `delay`; `false` when `stop` came first.
-async fn pause(delay: Duration, stop: &CancellationToken) -> bool {
-    tokio::select! {
-        () = stop.cancelled() => false,
-        () = tokio::time::sleep(delay) => true,
-    }
 }
 
 /// What the reader hands the message loop: messages, or why it stopped
@@ -226,54 +175,24 @@ async fn consume<DB: InboxBackend, H: Handler<DB>>(
         sender,
     )));
     let progress = AbortOnDrop(tokio::spawn(mark_in_progress(Arc::clone(&session))));
-    let mut lanes: MessageLanes<DB, H, NatsMessage, Session> = MessageLanes::new(
+    let lanes: MessageLanes<DB, H, NatsMessage, Session> = MessageLanes::new(
         Arc::clone(policy),
         Arc::clone(&session),
         stop.child_token(),
         config.batch_size,
         config.batch_wait,
     );
-    let end = loop {
-        if lanes.in_flight() >= config.max_in_flight {
-            lanes.start_gathered();
-        }
-        let running = lanes.has_running();
-        let batch_due = lanes.batch_due();
-        tokio::select! {
-            biased;
-            () = stop.cancelled() => break SessionEnd::Stopped,
-            () = sleep_until_due(batch_due), if batch_due.is_some() => lanes.start_gathered(),
-            Some(joined) = lanes.next_finished(), if running => {
-                let before = lanes.in_flight();
-                let finished = lanes.finished(joined);
-                session.release(finished.iter().map(AsRef::as_ref));
-                room.add_permits(before.saturating_sub(lanes.in_flight()));
-            }
-            pulled = received.recv() => match pulled {
-                Some(Ok(messages)) => {
-                    for message in messages {
-                        lanes.received(message);
-                    }
-                }
-                Some(Err(error)) => {
-                    tracing::warn!(%error, "pulling from nats failed");
-                    break SessionEnd::Lost;
-                }
-                None => break SessionEnd::Lost,
-            },
-        }
-    };
-    drop(reader);
-    room.close();
-    tracing::info!(
-        in_flight = lanes.in_flight(),
-        "nats session ending; finishing running messages"
-    );
-    lanes.stop();
-    while let Some(joined) = lanes.next_finished().await {
-        let finished = lanes.finished(joined);
-        session.release(finished.iter().map(AsRef::as_ref));
-    }
+    let end = run_lanes(
+        "nats",
+        reader,
+        lanes,
+        &mut received,
+        &room,
+        config.max_in_flight,
+        stop,
+        |finished| session.release(finished.iter().map(AsRef::as_ref)),
+    )
+    .await;
     drop(progress);
     end
 }
@@ -360,15 +279,5 @@ async fn mark_in_progress(session: Arc<Session>) {
     loop {
         ticks.tick().await;
         session.refresh_in_flight().await;
-    }
-}
-
-/// A task of the session, aborted when the session ends, also when `run`
-/// is dropped mid-way: none outlives its session.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }

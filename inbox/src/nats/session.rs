@@ -14,27 +14,8 @@ use tokio::time::Instant;
 
 use super::config::{NatsConsumerConfig, NatsCredentials, config_error};
 use super::message::{NatsMessage, dead_letter_headers};
+use crate::consumer::OpenError;
 use crate::error::Error;
-
-/// Why a session could not be opened.
-#[derive(Debug)]
-pub(crate) enum OpenError {
-    /// The server could not be reached, or did not answer: worth waiting
-    /// for.
-    Unreachable(String),
-    /// The server refused what was asked (credentials, a stream that does
-    /// not exist): a first session ends the consumer with it.
-    Refused(Error),
-}
-
-impl std::fmt::Display for OpenError {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            OpenError::Unreachable(reason) => formatter.write_str(reason),
-            OpenError::Refused(error) => write!(formatter, "{error}"),
-        }
-    }
-}
 
 /// One connection and the durable consumer bound on it.
 pub(crate) struct Session {

@@ -4,12 +4,10 @@
 //! through the [`MessageLanes`].
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use outbox::mask_password;
 use redis::RedisError;
 use tokio::sync::{Semaphore, mpsc};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::commands::{Commands, InFlight, connect};
@@ -17,15 +15,15 @@ use super::config::RedisConsumerConfig;
 use super::entry::StreamEntry;
 use super::reader::{Read, Reader, refresh_in_flight};
 use crate::backend::InboxBackend;
-use crate::consumer::{BackgroundPruning, MessageLanes, log_consumer_stopped, sleep_until_due};
+use crate::consumer::{
+    AbortOnDrop, BackgroundPruning, MessageLanes, OpenError, SessionEnd, log_consumer_stopped,
+    reconnecting, run_lanes,
+};
 use crate::error::Error;
 use crate::handler::Handler;
 use crate::inbox::Inbox;
 use crate::policy::DeliveryPolicy;
 use crate::stats::ConsumerStats;
-
-/// A session that lasted this long ends the backoff of reconnecting.
-const STABLE_SESSION: Duration = Duration::from_secs(30);
 
 /// Reads Redis streams through a consumer group into an [`Inbox`]; see the
 /// [module documentation](super).
@@ -77,13 +75,6 @@ impl<DB: InboxBackend, H: Handler<DB>> std::fmt::Debug for RedisInboxConsumer<DB
     }
 }
 
-/// How one session ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SessionEnd {
-    Stopped,
-    Lost,
-}
-
 impl<DB: InboxBackend, H: Handler<DB>> RedisInboxConsumer<DB, H> {
     /// A consumer feeding `handler` through `inbox`. Does not connect; see
     /// [`RedisInboxConsumer::run`].
@@ -120,68 +111,31 @@ impl<DB: InboxBackend, H: Handler<DB>> RedisInboxConsumer<DB, H> {
         let RedisInboxConsumer { policy, config } = self;
         let url = mask_password(&config.url);
         let pruning = BackgroundPruning::start(policy.inbox(), config.prune.clone());
-        let schedule = config.retry_schedule();
-        let mut failures: u32 = 0;
-        let mut first = true;
-        loop {
-            let opened = tokio::select! {
-                () = stop.cancelled() => break,
-                opened = open_session(&config) => opened,
-            };
-            let (commands, reader) = match opened {
-                Ok(session) => session,
-                Err(error) if first && !unreachable(&error) => {
-                    tracing::error!(%url, streams = ?config.streams, %error, "cannot start consuming from redis");
-                    pruning.stop().await;
-                    return Err(Error::redis(error));
-                }
-                Err(error) => {
-                    failures = failures.saturating_add(1);
-                    let delay = schedule.delay(failures);
-                    tracing::warn!(
-                        %url,
-                        %error,
-                        failures,
-                        retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                        "cannot reach redis; retrying"
-                    );
-                    if !pause(delay, &stop).await {
-                        break;
-                    }
-                    continue;
-                }
-            };
-            first = false;
-            tracing::info!(
-                %url,
-                streams = ?config.streams,
-                group = %config.group,
-                consumer_name = %config.consumer_name,
-                consumer = %policy.inbox().consumer(),
-                max_in_flight = config.max_in_flight,
-                batch_size = config.batch_size,
-                "consuming from redis"
-            );
-            let started = Instant::now();
-            if consume(&config, &policy, commands, reader, &stop).await == SessionEnd::Stopped {
-                break;
-            }
-            failures = if started.elapsed() >= STABLE_SESSION {
-                1
-            } else {
-                failures.saturating_add(1)
-            };
-            let delay = schedule.delay(failures);
-            tracing::warn!(
-                %url,
-                retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                "redis session lost; reconnecting"
-            );
-            if !pause(delay, &stop).await {
-                break;
-            }
-        }
+        let ran = reconnecting(
+            "redis",
+            &config.retry_schedule(),
+            &stop,
+            || open_session(&config, &url),
+            |(commands, reader)| {
+                tracing::info!(
+                    %url,
+                    streams = ?config.streams,
+                    group = %config.group,
+                    consumer_name = %config.consumer_name,
+                    consumer = %policy.inbox().consumer(),
+                    max_in_flight = config.max_in_flight,
+                    batch_size = config.batch_size,
+                    "consuming from redis"
+                );
+                consume(&config, &policy, commands, reader, &stop)
+            },
+        )
+        .await;
         pruning.stop().await;
+        if let Err(error) = ran {
+            tracing::error!(%url, streams = ?config.streams, %error, "cannot start consuming from redis");
+            return Err(error);
+        }
         let stats = policy.stats();
         log_consumer_stopped!(
             stats,
@@ -193,13 +147,25 @@ impl<DB: InboxBackend, H: Handler<DB>> RedisInboxConsumer<DB, H> {
     }
 }
 
-/// Connect and create the group where it is missing.
+/// Connect and create the group where it is missing. An error that means
+/// the server could not be reached is worth waiting for; any other is a
+/// refusal.
 async fn open_session(
     config: &Arc<RedisConsumerConfig>,
-) -> Result<(Commands, redis::aio::MultiplexedConnection), RedisError> {
-    let (commands, reader) = connect(config).await?;
-    commands.create_groups().await?;
-    Ok((commands, reader))
+    url: &str,
+) -> Result<(Commands, redis::aio::MultiplexedConnection), OpenError> {
+    let opening = async {
+        let (commands, reader) = connect(config).await?;
+        commands.create_groups().await?;
+        Ok::<_, RedisError>((commands, reader))
+    };
+    opening.await.map_err(|error| {
+        if unreachable(&error) {
+            OpenError::Unreachable(format!("{url}: {error}"))
+        } else {
+            OpenError::Refused(Error::redis(error))
+        }
+    })
 }
 
 /// Whether `error` means the server could not be reached (worth waiting
@@ -212,18 +178,12 @@ fn unreachable(error: &RedisError) -> bool {
         || error.code() == Some("LOADING")
 }
 
-/// Wait `delay`; `false` when `stop` came first.
-async fn pause(delay: Duration, stop: &CancellationToken) -> bool {
-    tokio::select! {
-        () = stop.cancelled() => false,
-        () = tokio::time::sleep(delay) => true,
-    }
-}
-
 /// One session: the reader takes entries, the loop runs them through the
 /// lanes, until `stop` or until a command fails. Entries in flight are
 /// finished before returning (those whose `XACK` fails stay pending and
-/// are read again in the next session, as duplicates).
+/// are read again in the next session, as duplicates). Entries read and
+/// not started stay pending on this consumer: read again by its next
+/// session, or claimed by another consumer.
 async fn consume<DB: InboxBackend, H: Handler<DB>>(
     config: &Arc<RedisConsumerConfig>,
     policy: &Arc<DeliveryPolicy<DB, H>>,
@@ -250,68 +210,24 @@ async fn consume<DB: InboxBackend, H: Handler<DB>>(
         commands.clone(),
         Arc::clone(&in_flight),
     )));
-    let mut lanes: MessageLanes<DB, H, StreamEntry, Commands> = MessageLanes::new(
+    let lanes: MessageLanes<DB, H, StreamEntry, Commands> = MessageLanes::new(
         Arc::clone(policy),
         Arc::new(commands),
         stop.child_token(),
         config.batch_size,
         config.batch_wait,
     );
-    let end = loop {
-        if lanes.in_flight() >= config.max_in_flight {
-            // Nothing more arrives until something finishes: a gathered
-            // batch starts now rather than at its deadline.
-            lanes.start_gathered();
-        }
-        let running = lanes.has_running();
-        let batch_due = lanes.batch_due();
-        tokio::select! {
-            biased;
-            () = stop.cancelled() => break SessionEnd::Stopped,
-            () = sleep_until_due(batch_due), if batch_due.is_some() => lanes.start_gathered(),
-            Some(joined) = lanes.next_finished(), if running => {
-                let before = lanes.in_flight();
-                let finished = lanes.finished(joined);
-                in_flight.remove(finished.iter().map(AsRef::as_ref));
-                room.add_permits(before.saturating_sub(lanes.in_flight()));
-            }
-            read = received.recv() => match read {
-                Some(Ok(entries)) => {
-                    for entry in entries {
-                        lanes.received(entry);
-                    }
-                }
-                Some(Err(error)) => {
-                    tracing::warn!(%error, "reading from redis failed");
-                    break SessionEnd::Lost;
-                }
-                None => break SessionEnd::Lost,
-            },
-        }
-    };
-    // Entries read and not started stay pending on this consumer: read
-    // again by its next session, or claimed by another consumer.
-    drop(reader);
-    room.close();
-    tracing::info!(
-        in_flight = lanes.in_flight(),
-        "redis session ending; finishing running entries"
-    );
-    lanes.stop();
-    while let Some(joined) = lanes.next_finished().await {
-        lanes.finished(joined);
-    }
+    let end = run_lanes(
+        "redis",
+        reader,
+        lanes,
+        &mut received,
+        &room,
+        config.max_in_flight,
+        stop,
+        |finished| in_flight.remove(finished.iter().map(AsRef::as_ref)),
+    )
+    .await;
     drop(refresher);
     end
-}
-
-/// A task of the session (the reader, the refresher), aborted when the
-/// session ends, also when `run` is dropped mid-way (its task aborted):
-/// none outlives its session.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
