@@ -4,7 +4,8 @@
 //! messages, a message over `max_payload`, a connection that goes silent,
 //! subject templates, a client cut off mid-batch that never writes what
 //! was still queued for it, a replacement client reaching another listed
-//! server, a failed TLS handshake, and logins (a password,
+//! server, a TLS server trusted through the configured authority, a
+//! failed TLS handshake, and logins (a password,
 //! a token, a `.creds` file) on a server of the test's own. The cases every
 //! publisher shares are in `publishers/`.
 
@@ -473,6 +474,149 @@ async fn a_tls_handshake_failure_is_unavailable() {
         "{outcomes:?}"
     );
     assert!(!Publisher::is_connected(&publisher));
+}
+
+/// A server that requires TLS, its certificate signed by an authority of
+/// the test's own: with `tls_ca_file` naming that authority, `tls://`
+/// reaches it and the events are stored; without it, the system's roots
+/// do not trust the server, and the events are unavailable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_server_is_trusted_through_the_configured_authority() {
+    let certificates = TestCertificates::make();
+    let cert = certificates.path("server.pem");
+    let key = certificates.path("server.key");
+    let server = PrivateNats::start(&[
+        "--tls",
+        "--tlscert",
+        cert.to_str().expect("a UTF-8 path"),
+        "--tlskey",
+        key.to_str().expect("a UTF-8 path"),
+    ])
+    .await;
+    let url = server.url().replacen("nats://", "tls://", 1);
+    let authority = certificates.path("ca.pem");
+
+    let mut config = NatsPublisherConfig::new(vec![url.clone()]);
+    config.tls_ca_file = Some(authority.clone());
+    config.ack_timeout = Duration::from_secs(2);
+    config.connect_timeout = Duration::from_secs(2);
+    let trusting = NatsPublisher::new(config).expect("nats publisher");
+    // The first connection installs the relay's TLS provider, which the
+    // test's own client below uses too.
+    trusting.connect().await.expect("connected over TLS");
+    let client = async_nats::ConnectOptions::new()
+        .add_root_certificates(authority)
+        .require_tls(true)
+        .connect(url.as_str())
+        .await
+        .expect("the test's client connects over TLS");
+    let jetstream = async_nats::jetstream::new(client);
+    let subject = unique_name("tls");
+    let stream = TestStream::create(&jetstream, &subject, std::slice::from_ref(&subject)).await;
+    assert_eq!(
+        trusting
+            .publish(&[event(&subject, "order-1", 0), event(&subject, "order-2", 1)])
+            .await,
+        vec![Ok(()), Ok(())]
+    );
+    assert_eq!(stream.message_count().await, 2);
+
+    let untrusting = publisher(&url, &[]);
+    let outcomes = untrusting.publish(&[event(&subject, "order-1", 2)]).await;
+    assert!(
+        matches!(&outcomes[0], Err(PublishFailure::Unavailable(_))),
+        "{outcomes:?}"
+    );
+    assert_eq!(stream.message_count().await, 2);
+    stream.delete().await;
+    drop(server);
+}
+
+/// An authority and a server certificate for `127.0.0.1` signed by it,
+/// made with `openssl` in a directory of their own, removed when dropped.
+struct TestCertificates {
+    directory: std::path::PathBuf,
+}
+
+impl TestCertificates {
+    fn make() -> TestCertificates {
+        let directory = std::env::temp_dir().join(unique_name("nats-tls"));
+        std::fs::create_dir_all(&directory).expect("a certificate directory");
+        std::fs::write(
+            directory.join("server.ext"),
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+        )
+        .expect("the extensions file");
+        let openssl = |arguments: &[&str]| {
+            let output = std::process::Command::new("openssl")
+                .args(arguments)
+                .current_dir(&directory)
+                .output()
+                .expect("openssl runs (apt-get install openssl)");
+            assert!(
+                output.status.success(),
+                "openssl {arguments:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        openssl(
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &["-keyout", "ca.key", "-out", "ca.pem"],
+            ]
+            .concat()
+            .into_iter()
+            .chain(["-days", "2", "-subj", "/CN=outbox test authority"])
+            .collect::<Vec<_>>(),
+        );
+        openssl(
+            &[
+                &["req"][..],
+                &ec,
+                &["-keyout", "server.key", "-out", "server.csr"],
+            ]
+            .concat()
+            .into_iter()
+            .chain(["-subj", "/CN=127.0.0.1"])
+            .collect::<Vec<_>>(),
+        );
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+        ]);
+        TestCertificates { directory }
+    }
+
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.directory.join(name)
+    }
+}
+
+impl Drop for TestCertificates {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.directory);
+    }
 }
 
 /// A `nats-server` with JetStream of one test's own, on a free loopback

@@ -1,5 +1,6 @@
 //! [`NatsConsumerConfig`]: the settings of a NATS JetStream inbox consumer.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub use crate::consumer::DEAD_LETTER_SUFFIX;
@@ -18,6 +19,10 @@ pub struct NatsConsumerConfig {
     pub servers: Vec<String>,
     /// How the consumer logs in.
     pub credentials: NatsCredentials,
+    /// PEM certificates of the authorities the servers' TLS certificates
+    /// must chain to, instead of the system's roots; setting it requires
+    /// TLS. Default none.
+    pub tls_ca_file: Option<PathBuf>,
     /// The stream read. It must exist: the consumer does not create it.
     pub stream: String,
     /// The durable pull consumer on `stream`, created when missing
@@ -93,6 +98,7 @@ impl NatsConsumerConfig {
                 .map(str::to_owned)
                 .collect(),
             credentials: NatsCredentials::None,
+            tls_ca_file: None,
             stream: stream.into(),
             durable: durable.into(),
             filter_subject: None,
@@ -127,6 +133,14 @@ impl NatsConsumerConfig {
             && path.as_os_str().is_empty()
         {
             return Err(config_error("credentials", "name an empty .creds path"));
+        }
+        if let Some(path) = &self.tls_ca_file
+            && let Err(error) = std::fs::read(path)
+        {
+            return Err(config_error(
+                "tls_ca_file",
+                &format!("cannot be read ({}): {error}", path.display()),
+            ));
         }
         if self.stream.trim().is_empty() {
             return Err(config_error("stream", "is empty"));
@@ -258,6 +272,11 @@ mod tests {
         assert!(refusal(no_durable).contains("durable"));
         let unfillable = config().batch(64, Duration::ZERO);
         assert!(refusal(unfillable).contains("max_in_flight 32"));
+        let unreadable_ca = NatsConsumerConfig {
+            tls_ca_file: Some("/nonexistent/ca.pem".into()),
+            ..config()
+        };
+        assert!(refusal(unreadable_ca).contains("tls_ca_file"));
     }
 
     #[test]

@@ -35,6 +35,12 @@ pub struct NatsConfig {
     /// server's nonce. Read as the relay connects. Default: none.
     pub creds_file: Option<PathBuf>,
 
+    /// PEM certificates of the authorities the servers' TLS certificates
+    /// must chain to, instead of the system's roots; setting it requires
+    /// TLS, also on `nats://` URLs. Default: none (`tls://` trusts the
+    /// system's roots, or the bundle `SSL_CERT_FILE` names).
+    pub tls_ca_file: Option<PathBuf>,
+
     /// How long a publish waits for the stream's acknowledgement. More than
     /// zero and less than `publish_timeout`. Default `"5s"`.
     #[serde(deserialize_with = "deserialize::duration")]
@@ -56,6 +62,7 @@ impl Default for NatsConfig {
             password: None,
             token: None,
             creds_file: None,
+            tls_ca_file: None,
             ack_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(5),
             subjects: BTreeMap::new(),
@@ -72,6 +79,7 @@ impl std::fmt::Debug for NatsConfig {
             .field("password", &masked(&self.password))
             .field("token", &masked(&self.token))
             .field("creds_file", &self.creds_file)
+            .field("tls_ca_file", &self.tls_ca_file)
             .field("ack_timeout", &self.ack_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("subjects", &self.subjects)

@@ -131,6 +131,7 @@ fn build_nats(
     let mut nats = NatsPublisherConfig::new(servers);
     nats.ack_timeout = settings.ack_timeout;
     nats.connect_timeout = settings.connect_timeout;
+    nats.tls_ca_file.clone_from(&settings.tls_ca_file);
     nats.credentials = match (
         &settings.user,
         &settings.password,

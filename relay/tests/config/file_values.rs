@@ -56,6 +56,10 @@ fn a_full_config_parses() {
 
         [http]
         listen = "[::]:0"
+
+        [ui]
+        enabled = false
+        token_file = "/etc/outbox/ui-tokens"
         "#,
     );
     assert_eq!(config.batch_size(), 10_000);
@@ -106,6 +110,11 @@ fn a_full_config_parses() {
         "order.created"
     );
     assert_eq!(config.http.listen.to_string(), "[::]:0");
+    assert!(!config.ui.enabled);
+    assert_eq!(
+        config.ui.token_file.as_deref(),
+        Some(std::path::Path::new("/etc/outbox/ui-tokens"))
+    );
 }
 
 #[test]
@@ -117,6 +126,7 @@ fn nats_settings_and_subjects_parse() {
         connect_timeout = "1s"
         user = "relay"
         password = "hunter2"
+        tls_ca_file = "/etc/outbox/nats-ca.pem"
 
         [nats.subjects."orders"]
         subject = "orders.{aggregate_type}.{event_type}"
@@ -128,6 +138,10 @@ fn nats_settings_and_subjects_parse() {
     assert_eq!(config.nats.connect_timeout, Duration::from_secs(1));
     assert_eq!(config.nats.user.as_deref(), Some("relay"));
     assert_eq!(config.nats.password.as_deref(), Some("hunter2"));
+    assert_eq!(
+        config.nats.tls_ca_file.as_deref(),
+        Some(std::path::Path::new("/etc/outbox/nats-ca.pem"))
+    );
     let debug = format!("{:?}", config.nats);
     assert!(!debug.contains("hunter2"), "{debug}");
     let orders = config.nats.subjects["orders"]
@@ -143,6 +157,7 @@ fn nats_settings_and_subjects_parse() {
     assert_eq!(defaults.connect_timeout, Duration::from_secs(5));
     assert_eq!(defaults.token, None);
     assert_eq!(defaults.creds_file, None);
+    assert_eq!(defaults.tls_ca_file, None);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! timeouts.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::Error;
@@ -42,6 +43,10 @@ pub struct NatsPublisherConfig {
     pub ack_timeout: Duration,
     /// Bound of opening a connection. Default 5 s.
     pub connect_timeout: Duration,
+    /// PEM certificates of the authorities the servers' TLS certificates
+    /// must chain to, instead of the system's roots; setting it requires
+    /// TLS. Default none.
+    pub tls_ca_file: Option<PathBuf>,
 }
 
 impl NatsPublisherConfig {
@@ -53,6 +58,7 @@ impl NatsPublisherConfig {
             subjects: BTreeMap::new(),
             ack_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(5),
+            tls_ca_file: None,
         }
     }
 
@@ -92,6 +98,14 @@ impl NatsPublisherConfig {
                 path: "--config".to_owned(),
                 reason: "nats.ack_timeout and nats.connect_timeout must be more than zero"
                     .to_owned(),
+            });
+        }
+        if let Some(path) = &self.tls_ca_file
+            && let Err(error) = std::fs::read(path)
+        {
+            return Err(Error::Config {
+                path: "--config".to_owned(),
+                reason: format!("nats.tls_ca_file: cannot read {}: {error}", path.display()),
             });
         }
         if let NatsCredentials::CredsFile(path) = &self.credentials {

@@ -162,7 +162,7 @@ pub(super) async fn open(
     })?;
     let armed = Arc::new(AtomicBool::new(false));
     let answering = Arc::clone(&armed);
-    let options = ConnectOptions::with_auth_callback(move |nonce: Vec<u8>| {
+    let mut options = ConnectOptions::with_auth_callback(move |nonce: Vec<u8>| {
         let answer = if answering.load(Ordering::SeqCst) {
             Err(AuthError::new(
                 "this client connected once; a new client replaces it",
@@ -180,6 +180,9 @@ pub(super) async fn open(
     // Two unanswered pings close a silent connection.
     .ping_interval(config.ack_timeout.max(Duration::from_secs(1)))
     .request_timeout(Some(config.ack_timeout));
+    if let Some(path) = &config.tls_ca_file {
+        options = options.add_root_certificates(path.clone()).require_tls(true);
+    }
 
     let addresses: Vec<async_nats::ServerAddr> = config
         .servers

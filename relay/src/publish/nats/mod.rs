@@ -204,5 +204,14 @@ mod tests {
                 .contains("nats.creds_file: cannot read /nonexistent/relay.creds"),
             "{error}"
         );
+        let mut config = NatsPublisherConfig::new(vec!["tls://127.0.0.1:4222".to_owned()]);
+        config.tls_ca_file = Some("/nonexistent/ca.pem".into());
+        let error = NatsPublisher::new(config).expect_err("no CA file");
+        assert!(
+            error
+                .to_string()
+                .contains("nats.tls_ca_file: cannot read /nonexistent/ca.pem"),
+            "{error}"
+        );
     }
 }
