@@ -1,15 +1,19 @@
 //! The brokers the relay publishes to: where they are, a fresh topic,
 //! exchange or stream per case, their raw client, and a consumer.
 
+use async_nats::jetstream::stream;
+use outbox_testkit::nats::TestStream;
 use outbox_testkit::{kafka, redis};
 
 use crate::Settings;
 use crate::consumer_process::spawn_consumer;
 use crate::support::consumers::{
-    Arrivals, Deliveries, amqp_deliveries, kafka_deliveries, noting, redis_consume,
+    Arrivals, Deliveries, amqp_deliveries, kafka_deliveries, nats_consume, noting, redis_consume,
 };
 use crate::support::events::unique_name;
-use crate::support::raw::{RawRate, RawRecord, raw_lapin, raw_rdkafka, raw_redis};
+use crate::support::raw::{
+    RawRate, RawRecord, nats_jetstream, raw_lapin, raw_nats, raw_rdkafka, raw_redis,
+};
 use crate::support::targets::{AmqpTarget, amqp_target};
 
 /// Publisher confirms in flight at most for raw lapin.
@@ -21,20 +25,39 @@ const REDIS_PIPELINE: usize = 500;
 /// connection. The relay keeps up to 1,000 events (two batches of 500)
 /// in flight while it sends a third.
 const REDIS_WINDOW: usize = 3;
+/// Publish acknowledgements raw async-nats keeps outstanding: as many
+/// messages as [`REDIS_WINDOW`] pipelines of [`REDIS_PIPELINE`], the
+/// relay's two batches in flight and the one it sends.
+const NATS_WINDOW: usize = REDIS_WINDOW * REDIS_PIPELINE;
+/// Where each case's JetStream stream keeps its messages, for the raw
+/// client and the relay alike: on disk, the server's default.
+const NATS_STORAGE: stream::StorageType = stream::StorageType::File;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Broker {
     Kafka,
     RabbitMq,
     Redis,
+    Nats,
 }
 
-/// A topic (Kafka), an exchange with a bound queue (RabbitMQ) or a stream
-/// (Redis) of one case.
+/// A topic (Kafka), an exchange with a bound queue (RabbitMQ), a stream
+/// (Redis) or a JetStream stream (NATS) of one case.
 pub(crate) enum Target {
-    Topic { name: String, brokers: String },
+    Topic {
+        name: String,
+        brokers: String,
+    },
     Exchange(Box<AmqpTarget>),
-    Stream { name: String, url: String },
+    Stream {
+        name: String,
+        url: String,
+    },
+    /// A JetStream stream taking the one subject of the same name.
+    JetStream {
+        name: String,
+        url: String,
+    },
 }
 
 impl Broker {
@@ -43,7 +66,8 @@ impl Broker {
             "kafka" => Broker::Kafka,
             "rabbitmq" => Broker::RabbitMq,
             "redis" => Broker::Redis,
-            other => panic!("unknown broker {other}: kafka, rabbitmq or redis"),
+            "nats" => Broker::Nats,
+            other => panic!("unknown broker {other}: kafka, rabbitmq, redis or nats"),
         }
     }
 
@@ -52,6 +76,7 @@ impl Broker {
             Broker::Kafka => "PostgreSQL → Kafka (tansu)",
             Broker::RabbitMq => "PostgreSQL → RabbitMQ",
             Broker::Redis => "PostgreSQL → Redis Streams",
+            Broker::Nats => "PostgreSQL → NATS JetStream",
         }
     }
 
@@ -61,6 +86,7 @@ impl Broker {
             Broker::Kafka => format!("kafka://{}", settings.kafka_brokers),
             Broker::RabbitMq => settings.amqp_url.clone(),
             Broker::Redis => settings.redis_url.clone(),
+            Broker::Nats => settings.nats_url.clone(),
         }
     }
 
@@ -70,6 +96,7 @@ impl Broker {
             Broker::Kafka => &["tansu"],
             Broker::RabbitMq => &["beam.smp"],
             Broker::Redis => &["redis-server"],
+            Broker::Nats => &["nats-server"],
         }
     }
 
@@ -90,12 +117,31 @@ impl Broker {
                 name: unique_name(prefix),
                 url: settings.redis_url.clone(),
             },
+            Broker::Nats => {
+                let name = unique_name(prefix);
+                let jetstream = nats_jetstream(&settings.nats_url).await;
+                TestStream::create_with(
+                    &jetstream,
+                    stream::Config {
+                        name: name.clone(),
+                        subjects: vec![name.clone()],
+                        storage: NATS_STORAGE,
+                        ..stream::Config::default()
+                    },
+                )
+                .await;
+                Target::JetStream {
+                    name,
+                    url: settings.nats_url.clone(),
+                }
+            }
         }
     }
 
     /// The raw client's rate on a target of its own: rdkafka idempotent
-    /// with acks=all, lapin with publisher confirms, or redis-rs pipelining
-    /// the relay's `XADD`s on one multiplexed connection.
+    /// with acks=all, lapin with publisher confirms, redis-rs pipelining
+    /// the relay's `XADD`s on one multiplexed connection, or async-nats
+    /// publishing with a window of acknowledgements outstanding.
     pub(crate) async fn raw(self, settings: &Settings, records: &[RawRecord]) -> RawRate {
         let target = self.target(settings, "raw").await;
         let rate = match self {
@@ -125,6 +171,16 @@ impl Broker {
                     records,
                     REDIS_PIPELINE,
                     REDIS_WINDOW,
+                    self.processes(),
+                )
+                .await
+            }
+            Broker::Nats => {
+                raw_nats(
+                    &settings.nats_url,
+                    target.name(),
+                    records,
+                    NATS_WINDOW,
                     self.processes(),
                 )
                 .await
@@ -160,6 +216,10 @@ impl Broker {
                 let (deliveries, note) = noting();
                 (deliveries, redis_consume(url, name, note).await)
             }
+            Target::JetStream { name, url } => {
+                let (deliveries, note) = noting();
+                (deliveries, nats_consume(url, name, note).await)
+            }
         }
     }
 }
@@ -168,7 +228,9 @@ impl Target {
     /// The topic, exchange or stream name: the events' `topic` column.
     pub(crate) fn name(&self) -> &str {
         match self {
-            Target::Topic { name, .. } | Target::Stream { name, .. } => name,
+            Target::Topic { name, .. }
+            | Target::Stream { name, .. }
+            | Target::JetStream { name, .. } => name,
             Target::Exchange(exchange) => &exchange.exchange,
         }
     }
@@ -180,6 +242,11 @@ impl Target {
             Target::Stream { name, url } => {
                 let mut connection = redis::connect_to(&url, "OUTBOX_TEST_REDIS_URL").await;
                 redis::delete_keys(&mut connection, &[name]).await;
+            }
+            Target::JetStream { name, url } => {
+                TestStream::existing(&nats_jetstream(&url).await, &name)
+                    .delete()
+                    .await;
             }
         }
     }

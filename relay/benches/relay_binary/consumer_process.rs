@@ -1,6 +1,7 @@
 //! A consumer in a process of its own, as users consume: the bench binary
 //! started again with `--consume`, subscribed through librdkafka, with
-//! lapin's `basic_consume` or reading a Redis stream with `XREAD BLOCK`,
+//! lapin's `basic_consume`, reading a Redis stream with `XREAD BLOCK` or a
+//! JetStream stream with an ordered consumer,
 //! writing `event-id unix-nanoseconds` for every arrival to its standard
 //! output; this process turns the lines back into arrival instants.
 //!
@@ -18,11 +19,13 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 use crate::broker::Target;
-use crate::support::consumers::{Arrivals, amqp_consume, kafka_consume, redis_consume};
+use crate::support::consumers::{
+    Arrivals, amqp_consume, kafka_consume, nats_consume, redis_consume,
+};
 
 /// The argument that makes the bench binary a consumer:
-/// `--consume kafka BROKERS TOPIC`, `--consume rabbitmq URL QUEUE` or
-/// `--consume redis URL STREAM`.
+/// `--consume kafka BROKERS TOPIC`, `--consume rabbitmq URL QUEUE`,
+/// `--consume redis URL STREAM` or `--consume nats URL STREAM`.
 pub(crate) const CONSUME: &str = "--consume";
 
 /// Start a consumer process of `target`; returns the arrivals it reports
@@ -36,6 +39,7 @@ pub(crate) fn spawn_consumer(
         Target::Topic { name, brokers } => ("kafka", brokers.as_str(), name.as_str()),
         Target::Exchange(exchange) => ("rabbitmq", amqp_url, exchange.queue.as_str()),
         Target::Stream { name, url } => ("redis", url.as_str(), name.as_str()),
+        Target::JetStream { name, url } => ("nats", url.as_str(), name.as_str()),
     };
     let executable = std::env::current_exe().expect("the bench's own executable");
     let mut child = Command::new(executable)
@@ -74,7 +78,7 @@ pub(crate) fn spawn_consumer(
 pub(crate) async fn consume(args: &[String]) {
     let [kind, address, source] = args else {
         panic!(
-            "{CONSUME} kafka BROKERS TOPIC, {CONSUME} rabbitmq URL QUEUE or {CONSUME} redis URL STREAM"
+            "{CONSUME} kafka BROKERS TOPIC, {CONSUME} rabbitmq URL QUEUE, {CONSUME} redis URL STREAM or {CONSUME} nats URL STREAM"
         );
     };
     let report = |id: String, _: Instant| {
@@ -95,7 +99,8 @@ pub(crate) async fn consume(args: &[String]) {
         "kafka" => kafka_consume(address, source, report),
         "rabbitmq" => amqp_consume(address, source, report).await,
         "redis" => redis_consume(address, source, report).await,
-        other => panic!("unknown broker {other}: kafka, rabbitmq or redis"),
+        "nats" => nats_consume(address, source, report).await,
+        other => panic!("unknown broker {other}: kafka, rabbitmq, redis or nats"),
     };
     let _ = task.await;
 }

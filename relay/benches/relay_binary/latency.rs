@@ -31,7 +31,7 @@ use crate::support::consumers::{Arrivals, percentiles};
 use crate::support::events::EVENT_TYPE;
 use crate::support::raw::{
     AMQP_PUBLISH, amqp_confirm_channel, amqp_properties, kafka_headers, kafka_producer,
-    redis_connection, redis_xadd, warm_up_kafka,
+    nats_context, nats_headers, redis_connection, redis_xadd, warm_up_kafka,
 };
 use crate::writers::{Pace, Produced, Written, write_steadily};
 use crate::{Settings, UNIFORM_AGGREGATES, WRITERS};
@@ -165,6 +165,9 @@ pub(crate) async fn latency(
         (Route::Direct, Target::Stream { .. }) => {
             direct_redis(settings, &database, topic, &arrivals, pace).await
         }
+        (Route::Direct, Target::JetStream { .. }) => {
+            direct_nats(settings, &database, topic, &arrivals, pace).await
+        }
     };
     let (latencies, missing) = collect(&produced, &arrivals).await;
     let slowest = Slowest::find(&produced.commits, &arrivals);
@@ -271,6 +274,7 @@ async fn through_relay(
             (warm_id, None)
         }
         Broker::Redis => (redis_connection(&settings.redis_url, topic).await.1, None),
+        Broker::Nats => (nats_context(&settings.nats_url, topic).await.1, None),
     };
     wait_for_arrival(arrivals, &warm_id.to_string()).await;
     let (broker_url, held_acks) =
@@ -402,6 +406,45 @@ async fn direct_redis(
     };
     let stop = CancellationToken::new();
     let produced = write_steadily(&database.pool, stream, pace, stop, send).await;
+    (produced, Held::Nothing)
+}
+
+/// Each writer publishes its event to the JetStream subject (the
+/// acknowledgement awaited in the background) right after its commit.
+async fn direct_nats(
+    settings: &Settings,
+    database: &BenchDatabase,
+    subject: &str,
+    arrivals: &Arrivals,
+    pace: Pace,
+) -> (Produced, Held) {
+    let (jetstream, warm_id) = nats_context(&settings.nats_url, subject).await;
+    wait_for_arrival(arrivals, &warm_id.to_string()).await;
+    let destination = subject.to_owned();
+    let send = move |event: Written| {
+        let jetstream = jetstream.clone();
+        let subject = destination.clone();
+        async move {
+            tokio::spawn(async move {
+                let published = jetstream
+                    .publish_with_headers(
+                        subject,
+                        nats_headers(&event.event_id, &event.aggregate_id),
+                        event.payload.into(),
+                    )
+                    .await;
+                let acknowledged = match published {
+                    Ok(acknowledgement) => acknowledgement.await.map(|_| ()),
+                    Err(error) => Err(error),
+                };
+                if let Err(error) = acknowledged {
+                    eprintln!("    ! direct JetStream publish failed: {error}");
+                }
+            });
+        }
+    };
+    let stop = CancellationToken::new();
+    let produced = write_steadily(&database.pool, subject, pace, stop, send).await;
     (produced, Held::Nothing)
 }
 

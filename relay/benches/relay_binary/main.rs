@@ -48,8 +48,8 @@
 //!   of `--outage-rates` (50,500 events/s) from before the relay starts. It
 //!   fails, after printing, when the relay used more than
 //!   `--max-outage-cores` (0.1) over an outage, counted from the moment the
-//!   broker went away, or an event spent an attempt. Not on Redis yet (a
-//!   line says so).
+//!   broker went away, or an event spent an attempt. Not on Redis or NATS
+//!   yet (a line says so).
 //! - `peers`: RabbitMQ only: the relay beside mq-bridge 1.2.0 (its Python
 //!   package, set up in `target/bench-venv`), `--peer-pairs` (3) pairs
 //!   alternating the two, each on a fresh database and durable queue with a
@@ -61,11 +61,13 @@
 //!
 //! The raw clients (rdkafka idempotent with acks=all, lapin with publisher
 //! confirms, redis-rs pipelining the relay's `XADD`s on one multiplexed
-//! connection, 500 per pipeline and 3 pipelines unanswered) run first, on
-//! the same broker, for the ratios.
+//! connection, 500 per pipeline and 3 pipelines unanswered, async-nats
+//! publishing the relay's messages to JetStream with 1,500
+//! acknowledgements outstanding) run first, on the same broker, for the
+//! ratios.
 //!
 //! Settings, as `--name value` arguments: `--events` (100000),
-//! `--cases`, `--brokers` (`kafka,rabbitmq,redis`), `--sizes`, `--latency-rates`,
+//! `--cases`, `--brokers` (`kafka,rabbitmq,redis`; also `nats`), `--sizes`, `--latency-rates`,
 //! `--latency-secs` (10), `--latency-held-acks-ms` (0: the relay's
 //! RabbitMQ connection through a proxy that holds the broker's answers,
 //! publisher confirms included, back for that long every 200 ms, as a
@@ -79,9 +81,12 @@
 //! `--profile` (read `pg_stat_activity` during every drain, not only the
 //! history's; it costs the database some CPU).
 //! The services come from `OUTBOX_TEST_POSTGRES_URL`,
-//! `OUTBOX_TEST_KAFKA_BROKERS`, `OUTBOX_TEST_AMQP_URL` and
-//! `OUTBOX_TEST_REDIS_URL`, as for the tests; each case's Redis stream is
-//! deleted afterwards, nothing else on the server is touched.
+//! `OUTBOX_TEST_KAFKA_BROKERS`, `OUTBOX_TEST_AMQP_URL`,
+//! `OUTBOX_TEST_REDIS_URL` and `OUTBOX_TEST_NATS_URL`, as for the tests;
+//! each case's Redis stream is deleted afterwards, and on NATS each case
+//! creates a JetStream stream of its own (file storage, taking the one
+//! subject of the case's topic) and deletes it afterwards; nothing else on
+//! the servers is touched.
 //!
 //! The bench has no test harness: `cargo bench` passes `--bench`, and
 //! without it (`cargo test -p outbox-relay --bench relay_binary`) only the
@@ -181,6 +186,7 @@ struct Settings {
     kafka_brokers: String,
     amqp_url: String,
     redis_url: String,
+    nats_url: String,
 }
 
 impl Settings {
@@ -251,6 +257,7 @@ impl Settings {
             kafka_brokers: outbox_testkit::kafka::brokers(),
             amqp_url: outbox_testkit::rabbitmq::amqp_url(),
             redis_url: outbox_testkit::redis::redis_url(),
+            nats_url: outbox_testkit::nats::nats_url(),
         }
     }
 

@@ -54,12 +54,12 @@ pub(crate) enum Outage {
 }
 
 impl Outage {
-    /// The outages of `broker` (none on Redis).
+    /// The outages of `broker` (none on Redis or NATS).
     pub(crate) fn of(broker: Broker) -> &'static [Outage] {
         match broker {
             Broker::Kafka => &[Outage::KafkaFrozen],
             Broker::RabbitMq => &[Outage::RabbitMqStopped, Outage::RabbitMqFrozen],
-            Broker::Redis => &[],
+            Broker::Redis | Broker::Nats => &[],
         }
     }
 

@@ -125,7 +125,7 @@ fn ratios(
         let path = results.broker.path();
         let raw_target = match results.broker {
             Broker::Kafka => 0.5,
-            Broker::RabbitMq | Broker::Redis => 0.8,
+            Broker::RabbitMq | Broker::Redis | Broker::Nats => 0.8,
         };
         ratios.extend([
             quotient(

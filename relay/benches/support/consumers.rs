@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use async_nats::jetstream::consumer::push::OrderedConfig;
 use futures::StreamExt;
 use lapin::options::BasicConsumeOptions;
 use lapin::types::FieldTable;
@@ -18,6 +19,7 @@ use redis::AsyncCommands;
 use redis::streams::{StreamReadOptions, StreamReadReply};
 
 use super::events::unique_name;
+use super::raw::nats_jetstream;
 
 /// Arrival instants by event id (the CloudEvents `id`).
 pub type Arrivals = Arc<Mutex<HashMap<String, Instant>>>;
@@ -204,6 +206,52 @@ pub async fn redis_consume(
                         delivered(id, now);
                     }
                 }
+            }
+        }
+    })
+}
+
+/// Read the JetStream stream `stream` on the server at `url` from its
+/// start with an ordered push consumer of the reader's own, calling
+/// `delivered` with each message's `ce-id` header and its arrival instant,
+/// in stream order.
+pub async fn nats_consume(
+    url: &str,
+    stream: &str,
+    mut delivered: impl FnMut(String, Instant) + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    let jetstream = nats_jetstream(url).await;
+    let consumer = jetstream
+        .get_stream(stream)
+        .await
+        .unwrap_or_else(|error| panic!("the JetStream stream {stream}: {error}"))
+        .create_consumer(OrderedConfig {
+            deliver_subject: jetstream.client().new_inbox(),
+            ..OrderedConfig::default()
+        })
+        .await
+        .unwrap_or_else(|error| panic!("an ordered consumer of {stream}: {error}"));
+    let mut messages = consumer
+        .messages()
+        .await
+        .unwrap_or_else(|error| panic!("the messages of {stream}: {error}"));
+    tokio::spawn(async move {
+        while let Some(message) = messages.next().await {
+            let now = Instant::now();
+            let message = match message {
+                Ok(message) => message,
+                Err(error) => {
+                    eprintln!("nats consumer error: {error}");
+                    continue;
+                }
+            };
+            let id = message
+                .headers
+                .as_ref()
+                .and_then(|headers| headers.get("ce-id"))
+                .map(|id| id.as_str().to_owned());
+            if let Some(id) = id {
+                delivered(id, now);
             }
         }
     })

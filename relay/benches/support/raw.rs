@@ -7,9 +7,12 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, context::PublishAckFuture};
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use outbox::wire;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
@@ -64,6 +67,21 @@ pub fn ce_fields(event_id: &Uuid, key: &str) -> Vec<(String, String)> {
         .collect();
     fields.push(("content-type".to_owned(), "application/json".to_owned()));
     fields
+}
+
+/// The relay's NATS headers of one event: `Nats-Msg-Id` (the event id),
+/// every attribute as a percent-encoded `ce-` header, and `Content-Type`.
+pub fn nats_headers(event_id: &Uuid, key: &str) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(wire::NATS_MSG_ID_HEADER, event_id.to_string().as_str());
+    for (name, value) in attributes(event_id, key) {
+        headers.insert(
+            wire::nats_header_name(name).as_str(),
+            wire::percent_encode_header_value(&value).as_str(),
+        );
+    }
+    headers.insert(wire::NATS_CONTENT_TYPE_HEADER, "application/json");
+    headers
 }
 
 /// The relay's `ce_*` headers and content type, for a raw Kafka record.
@@ -417,6 +435,99 @@ pub async fn raw_redis(
     }
     while let Some((sent, reply)) = in_flight.pop_front() {
         settle(sent, reply.await);
+    }
+    let elapsed = started.elapsed();
+    let spent = cpu_before.until(&cpu::sample(std::process::id(), broker_processes));
+    RawRate {
+        rate: acknowledged as f64 / elapsed.as_secs_f64(),
+        acknowledged,
+        cpu: spent,
+    }
+}
+
+/// A JetStream context on the NATS server at `url`. Panics, naming the
+/// server and how to start it, when it does not answer within 10 s.
+pub async fn nats_jetstream(url: &str) -> jetstream::Context {
+    let connecting = async_nats::ConnectOptions::new()
+        .max_reconnects(Some(1))
+        .connect(url);
+    match tokio::time::timeout(Duration::from_secs(10), connecting).await {
+        Ok(Ok(client)) => jetstream::new(client),
+        Ok(Err(error)) => panic!(
+            "NATS is not reachable at {url} ({error}); start it with `bash scripts/test.sh \
+             --services-only` or point OUTBOX_TEST_NATS_URL at one"
+        ),
+        Err(_) => panic!(
+            "NATS did not answer at {url} within 10 s; start it with `bash scripts/test.sh \
+             --services-only` or point OUTBOX_TEST_NATS_URL at one"
+        ),
+    }
+}
+
+/// A JetStream context on the server at `url`, warmed up with one
+/// acknowledged publish to `subject` (which a stream must take); returns
+/// the warm-up message's event id too.
+pub async fn nats_context(url: &str, subject: &str) -> (jetstream::Context, Uuid) {
+    let jetstream = nats_jetstream(url).await;
+    let warm_id = Uuid::now_v7();
+    jetstream
+        .publish_with_headers(
+            subject.to_owned(),
+            nats_headers(&warm_id, "warm-up"),
+            "{}".into(),
+        )
+        .await
+        .expect("warm-up publish to NATS")
+        .await
+        .expect("warm-up publish acknowledged by JetStream");
+    (jetstream, warm_id)
+}
+
+/// Plain async-nats on one connection: the relay's messages (subject,
+/// headers, payload) published to `subject` in order, at most `window`
+/// acknowledgements (`PublishAckFuture`s) outstanding: the oldest is
+/// awaited before the next message is published, every acknowledgement
+/// must come.
+pub async fn raw_nats(
+    url: &str,
+    subject: &str,
+    records: &[RawRecord],
+    window: usize,
+    broker_processes: &[&str],
+) -> RawRate {
+    let (jetstream, _) = nats_context(url, subject).await;
+    let ids: Vec<Uuid> = records.iter().map(|_| Uuid::now_v7()).collect();
+    // The messages are built as they are published, as the relay builds
+    // them from each fetched batch.
+    let cpu_before = cpu::sample(std::process::id(), broker_processes);
+    let started = Instant::now();
+    let mut in_flight: VecDeque<PublishAckFuture> = VecDeque::new();
+    let mut acknowledged = 0u64;
+    let settle = |acknowledgement: PublishAckFuture| async move {
+        acknowledgement.await.unwrap_or_else(|error| {
+            panic!("raw async-nats: a publish was not acknowledged: {error}")
+        });
+    };
+    for (record, event_id) in records.iter().zip(&ids) {
+        if in_flight.len() >= window.max(1)
+            && let Some(oldest) = in_flight.pop_front()
+        {
+            settle(oldest).await;
+            acknowledged += 1;
+        }
+        let acknowledgement = jetstream
+            .publish_with_headers(
+                subject.to_owned(),
+                nats_headers(event_id, &record.key),
+                record.payload.clone().into(),
+            )
+            .await
+            .unwrap_or_else(|error| panic!("raw async-nats: publish: {error}"));
+        in_flight.push_back(acknowledgement);
+    }
+    while let Some(oldest) = in_flight.pop_front() {
+        settle(oldest).await;
+        acknowledged += 1;
     }
     let elapsed = started.elapsed();
     let spent = cpu_before.until(&cpu::sample(std::process::id(), broker_processes));
