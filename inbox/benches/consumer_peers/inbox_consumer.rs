@@ -1,5 +1,6 @@
 //! The inbox consumers, in the bench's process: `RabbitMqInboxConsumer`,
-//! `KafkaInboxConsumer` and `RedisInboxConsumer` with a handler that writes one invoice per
+//! `KafkaInboxConsumer`, `RedisInboxConsumer` and `NatsInboxConsumer` with
+//! a handler that writes one invoice per
 //! order in the inbox transaction, per delivery (today's behaviour) or
 //! batched.
 
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use outbox::Event;
 use outbox_inbox::kafka::{KafkaConsumerConfig, KafkaInboxConsumer};
+use outbox_inbox::nats::{NatsConsumerConfig, NatsInboxConsumer};
 use outbox_inbox::rabbitmq::{RabbitMqConsumerConfig, RabbitMqInboxConsumer};
 use outbox_inbox::redis::{RedisConsumerConfig, RedisInboxConsumer};
 use outbox_inbox::{BatchItem, BoxError, ConsumerStats, Delivery, Handler, Inbox};
@@ -21,7 +23,7 @@ use uuid::Uuid;
 use crate::cpu::{MachineSample, own_seconds};
 use crate::database;
 use crate::finished;
-use crate::load::{KAFKA_GROUP_OPTIONS, KafkaTopic, RabbitQueue, RedisStream};
+use crate::load::{KAFKA_GROUP_OPTIONS, KafkaTopic, NatsStream, RabbitQueue, RedisStream};
 use crate::report::Measured;
 
 /// The inbox's consumer name.
@@ -193,6 +195,49 @@ pub(crate) async fn redis(
     assert_eq!(
         pending, 0,
         "{label}: {pending} entries left pending after the run"
+    );
+    measured
+}
+
+/// The NATS inbox consumer on a durable consumer of its own on `stream`
+/// until every message is settled.
+pub(crate) async fn nats(
+    mode: Mode,
+    stream: &NatsStream,
+    database: &TestDatabase<Postgres>,
+    events: usize,
+) -> Measured {
+    let durable = unique_name("peers-billing");
+    let mut config = NatsConsumerConfig::new(
+        &outbox_testkit::nats::nats_url(),
+        stream.stream.clone(),
+        durable.clone(),
+    );
+    match mode {
+        Mode::PerDelivery => {
+            config.max_in_flight = 32;
+            config.fetch_size = 32;
+        }
+        Mode::Batched => {
+            config.max_in_flight = BATCHED_MAX_IN_FLIGHT;
+            config.fetch_size = BATCH_SIZE;
+            config.batch_size = BATCH_SIZE;
+            config.batch_wait = BATCH_WAIT;
+        }
+    }
+    let label = format!("NATS inbox consumer ({mode:?})");
+    let pool = consumer_pool(database).await;
+    let measured = measure(&label, database, events, |stop| async move {
+        let inbox = Inbox::new(pool, CONSUMER)?;
+        NatsInboxConsumer::new(inbox, Invoicing, config)?
+            .run(stop)
+            .await
+    })
+    .await;
+    let unsettled = stream.unsettled(&durable).await;
+    assert_eq!(
+        unsettled, 0,
+        "{label}: {unsettled} messages unsettled after the run"
     );
     measured
 }

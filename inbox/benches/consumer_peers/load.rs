@@ -5,20 +5,26 @@
 //! `outbox-relay` sends them. A RabbitMQ run gets a durable exchange and a
 //! durable queue of its own, a Kafka run a topic of its own; both are
 //! deleted when the [`RabbitQueue`] / [`KafkaTopic`] is dropped, with the
-//! dead-letter objects the inbox consumers declare.
+//! dead-letter objects the inbox consumers declare. A Redis run's stream
+//! and a NATS run's JetStream stream are loaded in the relay's wire format
+//! by the bench itself (see [`RedisStream`] and [`NatsStream`]).
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, stream};
 use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection};
+use outbox::wire;
 use outbox_relay::OutboundEvent;
 use outbox_relay::publish::{
     KafkaPublisher, KafkaPublisherConfig, Publisher, RabbitMqPublisher, RabbitMqPublisherConfig,
 };
+use outbox_testkit::nats::TestStream;
 use outbox_testkit::{kafka, rabbitmq, shuffled, unique_name};
 use uuid::Uuid;
 
@@ -294,6 +300,156 @@ impl Drop for RedisStream {
         });
         if let Ok(Err(error)) = deleting.join() {
             eprintln!("cannot delete the run's stream: {error}");
+        }
+    }
+}
+
+/// A JetStream stream of one run (file storage) taking the run's subject,
+/// and a dead-letter stream taking `<subject>.dlq`, loaded with messages in
+/// the relay's wire format (`ce-` headers, `Content-Type`, the payload),
+/// published by the bench, not through the relay, and without
+/// `Nats-Msg-Id`: the stream's duplicate window would drop the second copy
+/// of each event, which the inbox is there to skip.
+pub(crate) struct NatsStream {
+    pub(crate) jetstream: jetstream::Context,
+    pub(crate) stream: String,
+    pub(crate) subject: String,
+    dead_letter_stream: String,
+}
+
+impl NatsStream {
+    /// Make the run's streams and publish `events` deliveries (each event
+    /// twice), `PUBLISH_CHUNK` acknowledgements outstanding at most.
+    /// Panics naming NATS when it cannot be reached.
+    pub(crate) async fn load(events: usize) -> NatsStream {
+        let jetstream = outbox_testkit::nats::require_nats().await;
+        let stream = unique_name("peers-orders");
+        let subject = stream.clone();
+        let dead_letter_stream = format!("{stream}-dlq");
+        let storage = |name: &str, subject: String| stream::Config {
+            name: name.to_owned(),
+            subjects: vec![subject],
+            storage: stream::StorageType::File,
+            ..stream::Config::default()
+        };
+        TestStream::create_with(&jetstream, storage(&stream, subject.clone())).await;
+        TestStream::create_with(
+            &jetstream,
+            storage(
+                &dead_letter_stream,
+                format!("{subject}{}", outbox_inbox::nats::DEAD_LETTER_SUFFIX),
+            ),
+        )
+        .await;
+        let loaded = NatsStream {
+            jetstream,
+            stream,
+            subject,
+            dead_letter_stream,
+        };
+        let deliveries = deliveries(events, &loaded.subject);
+        for chunk in deliveries.chunks(PUBLISH_CHUNK) {
+            let mut acknowledgements = Vec::with_capacity(chunk.len());
+            for event in chunk {
+                let acknowledgement = loaded
+                    .jetstream
+                    .publish_with_headers(
+                        loaded.subject.clone(),
+                        relay_headers(event),
+                        event.payload.as_bytes().to_vec().into(),
+                    )
+                    .await
+                    .unwrap_or_else(|error| panic!("loading NATS: publish: {error}"));
+                acknowledgements.push(acknowledgement);
+            }
+            for acknowledgement in acknowledgements {
+                acknowledgement.await.unwrap_or_else(|error| {
+                    panic!("loading NATS: a publish was not acknowledged: {error}")
+                });
+            }
+        }
+        let held = TestStream::existing(&loaded.jetstream, &loaded.stream)
+            .message_count()
+            .await;
+        assert_eq!(
+            held,
+            deliveries.len() as u64,
+            "JetStream stream {} holds {held} messages after publishing {}",
+            loaded.stream,
+            deliveries.len()
+        );
+        loaded
+    }
+
+    /// Messages durable consumer `durable` has not settled: not yet
+    /// delivered, or delivered and not acknowledged.
+    pub(crate) async fn unsettled(&self, durable: &str) -> u64 {
+        let mut consumer: jetstream::consumer::PullConsumer = self
+            .jetstream
+            .get_stream(&self.stream)
+            .await
+            .unwrap_or_else(|error| panic!("stream {}: {error}", self.stream))
+            .get_consumer(durable)
+            .await
+            .unwrap_or_else(|error| panic!("consumer {durable} of {}: {error}", self.stream));
+        let info = consumer
+            .info()
+            .await
+            .unwrap_or_else(|error| panic!("consumer {durable} of {}: {error}", self.stream));
+        info.num_pending + info.num_ack_pending as u64
+    }
+}
+
+/// `event`'s headers as the relay writes them on NATS, but for
+/// `Nats-Msg-Id`: every attribute as a percent-encoded `ce-` header and
+/// `Content-Type`.
+fn relay_headers(event: &OutboundEvent) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    let time = event
+        .created_at
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let version = event.event_version.to_string();
+    let event_id = event.event_id.to_string();
+    let attributes = [
+        (wire::SPECVERSION_ATTRIBUTE, wire::SPEC_VERSION),
+        (wire::ID_ATTRIBUTE, event_id.as_str()),
+        (wire::SOURCE_ATTRIBUTE, event.source.as_str()),
+        (wire::TYPE_ATTRIBUTE, event.event_type.as_str()),
+        (wire::TIME_ATTRIBUTE, time.as_str()),
+        (
+            wire::AGGREGATE_TYPE_ATTRIBUTE,
+            event.aggregate_type.as_str(),
+        ),
+        (wire::EVENT_VERSION_ATTRIBUTE, version.as_str()),
+        (wire::PARTITION_KEY_ATTRIBUTE, event.aggregate_id.as_str()),
+    ];
+    for (name, value) in attributes {
+        headers.insert(
+            wire::nats_header_name(name).as_str(),
+            wire::percent_encode_header_value(value).as_str(),
+        );
+    }
+    headers.insert(wire::NATS_CONTENT_TYPE_HEADER, "application/json");
+    headers
+}
+
+impl Drop for NatsStream {
+    fn drop(&mut self) {
+        let jetstream = self.jetstream.clone();
+        let streams = [self.stream.clone(), self.dead_letter_stream.clone()];
+        let deleting = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async {
+                for name in &streams {
+                    TestStream::existing(&jetstream, name).delete().await;
+                }
+            });
+            Ok::<(), std::io::Error>(())
+        });
+        if let Ok(Err(error)) = deleting.join() {
+            eprintln!("cannot delete the run's streams: {error}");
         }
     }
 }

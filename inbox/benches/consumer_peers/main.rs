@@ -1,18 +1,20 @@
 //! Consumer throughput as a user sees it: the inbox consumers, one
 //! transaction per delivery and batched, beside mq-bridge's inbox on
-//! RabbitMQ, beside a raw rdkafka consumer on Kafka, and beside a raw
-//! `XREADGROUP` + `XACK` consumer on Redis Streams.
+//! RabbitMQ, beside a raw rdkafka consumer on Kafka, beside a raw
+//! `XREADGROUP` + `XACK` consumer on Redis Streams, and beside a raw
+//! async-nats pull consumer on NATS JetStream.
 //!
 //! ```sh
 //! cargo bench -p outbox-inbox --bench consumer_peers -- --brokers rabbitmq --rounds 2
 //! cargo bench -p outbox-inbox --bench consumer_peers -- --brokers kafka --rounds 3
 //! cargo bench -p outbox-inbox --bench consumer_peers -- --brokers rabbitmq --cases inbox,mq-bridge
 //! cargo bench -p outbox-inbox --bench consumer_peers -- --brokers redis --rounds 3
+//! cargo bench -p outbox-inbox --bench consumer_peers -- --brokers nats --rounds 3
 //! ```
 //!
-//! Flags: `--brokers rabbitmq,kafka,redis` (RabbitMQ and Kafka by
+//! Flags: `--brokers rabbitmq,kafka,redis,nats` (RabbitMQ and Kafka by
 //! default), `--rounds N` (2), `--cases` out of `inbox`, `batched`,
-//! `mq-bridge` (RabbitMQ) and `raw` (Kafka, Redis) (all by default),
+//! `mq-bridge` (RabbitMQ) and `raw` (Kafka, Redis, NATS) (all by default),
 //! `--events N` (10,000).
 //!
 //! **The workload.** 10,000 unique `order.created` events, each published
@@ -27,7 +29,7 @@
 //! PostgreSQL database (from `outbox-testkit`, migrated with
 //! `outbox::migrate`); after each run the bench checks that exactly 10,000
 //! invoices, one per order, are there, and fails loudly otherwise. The
-//! database, the queue or topic and the dead-letter objects the consumers
+//! database, the queue, topic or stream and the dead-letter objects the consumers
 //! declare are deleted after each run.
 //!
 //! **The cases.**
@@ -61,6 +63,19 @@
 //!   512 entries, the same unnest `INSERT ... ON CONFLICT DO NOTHING` in
 //!   one plain transaction, then `XACK` of the batch. The reference of the
 //!   Redis ratios (target ≥ 0.8 for the batched inbox).
+//! - NATS JetStream: a stream of the run's own (file storage) taking one
+//!   subject, loaded with messages of the relay's wire format (`ce-`
+//!   headers, `Content-Type`) published by the bench, without
+//!   `Nats-Msg-Id` (the duplicate window would drop the second copies);
+//!   a dead-letter stream takes `<subject>.dlq`. `NatsInboxConsumer` per
+//!   message (`max_in_flight` and `fetch_size` 32) and batched
+//!   (`batch_size` and `fetch_size` 512, `max_in_flight` 1024), each on a
+//!   durable consumer of its own, beside a raw consumer (`raw_nats.rs`): a
+//!   durable pull consumer fetching up to 512 messages, the same unnest
+//!   `INSERT ... ON CONFLICT DO NOTHING` in one plain transaction, then
+//!   every message acknowledged (each confirmed by the server, as the
+//!   inbox's are). The reference of the NATS ratios (target ≥ 0.8 for the
+//!   batched inbox).
 //!
 //! **What is timed.** From the consumer's start (its `run` called; for
 //! mq-bridge, its process spawned) to its last delivery settled: for the
@@ -84,7 +99,8 @@
 //! --services-only`): PostgreSQL (`OUTBOX_TEST_POSTGRES_URL`), RabbitMQ
 //! (`OUTBOX_TEST_AMQP_URL`, and `rabbitmqctl` for the final queue check)
 //! and the Kafka API broker (`OUTBOX_TEST_KAFKA_BROKERS`), and Redis
-//! (`OUTBOX_TEST_REDIS_URL`) for `--brokers redis`. A service that
+//! (`OUTBOX_TEST_REDIS_URL`) for `--brokers redis`, and NATS with
+//! JetStream (`OUTBOX_TEST_NATS_URL`) for `--brokers nats`. A service that
 //! does not answer fails the bench naming it. mq-bridge needs `python3`
 //! with `venv`, and PyPI the first time (see `mq_bridge.rs`).
 
@@ -95,12 +111,13 @@ mod inbox_consumer;
 mod load;
 mod mq_bridge;
 mod raw_kafka;
+mod raw_nats;
 mod raw_redis;
 mod report;
 mod settings;
 
 use inbox_consumer::Mode;
-use load::{KafkaTopic, RabbitQueue, RedisStream};
+use load::{KafkaTopic, NatsStream, RabbitQueue, RedisStream};
 use report::{Measured, Report};
 use settings::{Broker, Case, Settings};
 
@@ -190,6 +207,18 @@ async fn run(case: Case, settings: &Settings, python: Option<&std::path::Path>) 
                     inbox_consumer::redis(Mode::Batched, &stream, &database, events).await
                 }
                 _ => raw_redis::run(&stream, &database, events).await,
+            }
+        }
+        Case::NatsInbox | Case::NatsInboxBatched | Case::RawNats => {
+            let stream = NatsStream::load(events).await;
+            match case {
+                Case::NatsInbox => {
+                    inbox_consumer::nats(Mode::PerDelivery, &stream, &database, events).await
+                }
+                Case::NatsInboxBatched => {
+                    inbox_consumer::nats(Mode::Batched, &stream, &database, events).await
+                }
+                _ => raw_nats::run(&stream, &database, events).await,
             }
         }
     }

@@ -9,6 +9,7 @@ pub(crate) enum Broker {
     RabbitMq,
     Kafka,
     Redis,
+    Nats,
 }
 
 impl Broker {
@@ -17,7 +18,8 @@ impl Broker {
             "rabbitmq" | "amqp" => Broker::RabbitMq,
             "kafka" => Broker::Kafka,
             "redis" => Broker::Redis,
-            other => panic!("--brokers: unknown broker {other:?} (rabbitmq, kafka, redis)"),
+            "nats" => Broker::Nats,
+            other => panic!("--brokers: unknown broker {other:?} (rabbitmq, kafka, redis, nats)"),
         }
     }
 }
@@ -28,6 +30,7 @@ impl fmt::Display for Broker {
             Broker::RabbitMq => "RabbitMQ",
             Broker::Kafka => "Kafka",
             Broker::Redis => "Redis Streams",
+            Broker::Nats => "NATS JetStream",
         })
     }
 }
@@ -53,6 +56,13 @@ pub(crate) enum Case {
     RedisInboxBatched,
     /// `XREADGROUP` of up to 512 entries, one plain transaction, `XACK`.
     RawRedis,
+    /// `NatsInboxConsumer`, one inbox transaction per message.
+    NatsInbox,
+    /// `NatsInboxConsumer` with `batch_size` 512.
+    NatsInboxBatched,
+    /// A pull consumer fetching up to 512 messages, one plain transaction,
+    /// then every message's acknowledgement.
+    RawNats,
 }
 
 impl Case {
@@ -62,6 +72,7 @@ impl Case {
             Broker::RabbitMq => &[Case::RabbitInbox, Case::RabbitInboxBatched, Case::MqBridge],
             Broker::Kafka => &[Case::KafkaInbox, Case::KafkaInboxBatched, Case::RawKafka],
             Broker::Redis => &[Case::RedisInbox, Case::RedisInboxBatched, Case::RawRedis],
+            Broker::Nats => &[Case::NatsInbox, Case::NatsInboxBatched, Case::RawNats],
         }
     }
 
@@ -71,18 +82,20 @@ impl Case {
             Broker::RabbitMq => Case::MqBridge,
             Broker::Kafka => Case::RawKafka,
             Broker::Redis => Case::RawRedis,
+            Broker::Nats => Case::RawNats,
         }
     }
 
     /// The name in `--cases`.
     pub(crate) fn key(self) -> &'static str {
         match self {
-            Case::RabbitInbox | Case::KafkaInbox | Case::RedisInbox => "inbox",
-            Case::RabbitInboxBatched | Case::KafkaInboxBatched | Case::RedisInboxBatched => {
-                "batched"
-            }
+            Case::RabbitInbox | Case::KafkaInbox | Case::RedisInbox | Case::NatsInbox => "inbox",
+            Case::RabbitInboxBatched
+            | Case::KafkaInboxBatched
+            | Case::RedisInboxBatched
+            | Case::NatsInboxBatched => "batched",
             Case::MqBridge => "mq-bridge",
-            Case::RawKafka | Case::RawRedis => "raw",
+            Case::RawKafka | Case::RawRedis | Case::RawNats => "raw",
         }
     }
 
@@ -98,6 +111,11 @@ impl Case {
             Case::RedisInbox => "inbox, per entry (max_in_flight 32)",
             Case::RedisInboxBatched => "inbox, batched (batch 512, max_in_flight 1024)",
             Case::RawRedis => "raw XREADGROUP + XACK, one transaction per batch of 512",
+            Case::NatsInbox => "inbox, per message (max_in_flight 32, fetch 32)",
+            Case::NatsInboxBatched => "inbox, batched (batch 512, fetch 512, max_in_flight 1024)",
+            Case::RawNats => {
+                "raw pull consumer, fetch 512, one transaction per batch, acks after commit"
+            }
         }
     }
 }
