@@ -33,7 +33,8 @@ pub const DEFAULT_CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// overrides it.
 pub const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
 
-/// The browser's window: what every screenshot shows.
+/// The browser's window and the page's viewport: what every screenshot
+/// shows.
 pub const WINDOW_SIZE: (u32, u32) = (1280, 900);
 
 /// How to get both programs, in every "not found" failure.
@@ -170,6 +171,25 @@ impl Browser {
         };
         browser.wait_for_driver().await;
         browser.session = browser.open_session(&chromium).await;
+        // The window holds the browser's own bars too: make the page's
+        // viewport, and so every screenshot, exactly the window size.
+        let (width, height) = WINDOW_SIZE;
+        browser
+            .must(
+                "set the viewport",
+                "POST",
+                "/goog/cdp/execute",
+                Some(json!({
+                    "cmd": "Emulation.setDeviceMetricsOverride",
+                    "params": {
+                        "width": width,
+                        "height": height,
+                        "deviceScaleFactor": 1,
+                        "mobile": false,
+                    },
+                })),
+            )
+            .await;
         browser
     }
 
@@ -671,12 +691,80 @@ impl Browser {
     }
 }
 
+impl Browser {
+    /// For a failing test: the page's address and text, the console and a
+    /// screenshot (`target`'s temporary folder), on standard error.
+    fn report_failure(&self) {
+        let session = format!("/session/{}", self.session);
+        let page = blocking_request(
+            &self.address,
+            "POST",
+            &format!("{session}/execute/sync"),
+            Some(&json!({
+                "script": "return location.href + '\\n' + (document.body ? document.body.innerText : '');",
+                "args": [],
+            })),
+        );
+        match page {
+            Ok(text) => eprintln!(
+                "---- the page when the test failed ----\n{}",
+                text.as_str().unwrap_or_default()
+            ),
+            Err(error) => eprintln!("---- the page could not be read: {error}"),
+        }
+        let console = self
+            .console
+            .lock()
+            .map(|console| console.clone())
+            .unwrap_or_default();
+        let fresh = blocking_request(
+            &self.address,
+            "POST",
+            &format!("{session}/se/log"),
+            Some(&json!({ "type": "browser" })),
+        )
+        .unwrap_or_default();
+        eprintln!("---- the browser console ----");
+        for entry in &console {
+            eprintln!("{entry}");
+        }
+        for entry in fresh.as_array().into_iter().flatten() {
+            eprintln!(
+                "[{} {}] {}",
+                entry["level"].as_str().unwrap_or_default(),
+                entry["source"].as_str().unwrap_or_default(),
+                entry["message"].as_str().unwrap_or_default()
+            );
+        }
+        let shot = blocking_request(&self.address, "GET", &format!("{session}/screenshot"), None)
+            .ok()
+            .and_then(|value| value.as_str().and_then(base64_decode));
+        if let Some(png) = shot {
+            let path = std::env::temp_dir().join(format!(
+                "outbox-browser-failure-{}.png",
+                uuid::Uuid::now_v7().simple()
+            ));
+            if std::fs::write(&path, png).is_ok() {
+                eprintln!("---- a screenshot of the page: {}", path.display());
+            }
+        }
+    }
+}
+
 impl Drop for Browser {
     /// Close the session (Chromium exits), then kill the driver's process
     /// group, so nothing it started outlives the test.
     fn drop(&mut self) {
         if !self.session.is_empty() {
-            let _ = blocking_delete(&self.address, &format!("/session/{}", self.session));
+            if std::thread::panicking() {
+                self.report_failure();
+            }
+            let _ = blocking_request(
+                &self.address,
+                "DELETE",
+                &format!("/session/{}", self.session),
+                None,
+            );
         }
         if matches!(self.driver.try_wait(), Ok(None)) {
             let group = format!("-{}", self.driver.id());
@@ -786,7 +874,7 @@ async fn request(
         // ChromeDriver keeps the connection open after its answer: read
         // until the answer is whole, not to the end of the stream.
         let mut raw = Vec::new();
-        let mut buffer = [0u8; 16 * 1024];
+        let mut buffer = vec![0u8; 16 * 1024];
         while !response_complete(&raw) {
             let read = stream
                 .read(&mut buffer)
@@ -808,25 +896,38 @@ async fn request(
     }
 }
 
-/// `DELETE path` on a blocking socket, for `Drop`.
-fn blocking_delete(address: &str, path: &str) -> std::io::Result<()> {
+/// One request on a blocking socket, for `Drop`; the answer's `value`.
+fn blocking_request(
+    address: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> Result<Value, String> {
     use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(address)?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        stream,
-        "DELETE {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut raw = Vec::new();
-    let mut buffer = [0u8; 4096];
-    while !response_complete(&raw) {
-        let read = stream.read(&mut buffer)?;
-        if read == 0 {
-            break;
+    let exchange = || -> std::io::Result<Vec<u8>> {
+        let mut stream = std::net::TcpStream::connect(address)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let body = body.map(Value::to_string).unwrap_or_default();
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )?;
+        let mut raw = Vec::new();
+        let mut buffer = vec![0u8; 16 * 1024];
+        while !response_complete(&raw) {
+            let read = stream.read(&mut buffer)?;
+            if read == 0 {
+                break;
+            }
+            raw.extend_from_slice(&buffer[..read]);
         }
-        raw.extend_from_slice(&buffer[..read]);
-    }
-    Ok(())
+        Ok(raw)
+    };
+    let raw = exchange().map_err(|error| format!("{method} {path}: {error}"))?;
+    let (_, answer) = parse_response(&raw)?;
+    Ok(answer["value"].clone())
 }
 
 /// Whether `raw` holds a whole response: its head, and a body as long as
@@ -1023,6 +1124,13 @@ mod tests {
         browser.screenshot(&shot).await;
         let png = std::fs::read(&shot).expect("read the screenshot back");
         assert!(png.starts_with(b"\x89PNG"));
+        // The IHDR chunk: width and height, big-endian, at bytes 16..24.
+        let size = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
+        assert_eq!(
+            (size(16), size(20)),
+            WINDOW_SIZE,
+            "the screenshot is the viewport"
+        );
         std::fs::remove_file(&shot).expect("remove the screenshot");
 
         browser.assert_no_severe_logs(&[]).await;
