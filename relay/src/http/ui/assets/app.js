@@ -255,24 +255,44 @@
     var body = $("relays").tBodies[0];
     clear(body);
     if (relays.length === 0) {
-      body.appendChild(el("tr", { className: "empty" }, [el("td", { text: "No relay holds a lease.", attrs: { colspan: 3 } })]));
+      body.appendChild(el("tr", { className: "empty" }, [el("td", { text: "No relay holds a lease.", attrs: { colspan: 4 } })]));
       return;
     }
     relays.forEach(function (relay) {
-      var partitions = (relay.partitions || [])
-        .map(function (p) {
-          // Partition -1 is the lease of the logical stream.
-          return (p.partition === -1 ? "logical stream" : p.partition) + " (" + p.lease_token + ")";
-        })
-        .join(", ");
       body.appendChild(
         el("tr", { data: { relay: relay.relay_id } }, [
-          el("td", { className: "text mono", text: relay.relay_id }),
-          el("td", { className: "text", text: partitions || "none" }),
+          el("td", { className: "text mono nowrap", text: relay.relay_id }),
+          el("td", { className: "num", text: count((relay.partitions || []).length) }),
+          el("td", { className: "text", text: partitionRanges(relay.partitions || []) }),
           timeCell(relay.expires_at)
         ])
       );
     });
+  }
+
+  // [{partition: 0, lease_token: 7}, {partition: 1, lease_token: 7}, ...]
+  // -> "0–1 · token 7"; runs of consecutive partitions under one token are
+  // merged. Partition -1 is the lease of the logical stream.
+  function partitionRanges(partitions) {
+    if (partitions.length === 0) return "none";
+    var sorted = partitions.slice().sort(function (a, b) {
+      return a.partition - b.partition;
+    });
+    var runs = [];
+    sorted.forEach(function (p) {
+      var last = runs[runs.length - 1];
+      if (last && p.partition >= 0 && last.last >= 0 && p.partition === last.last + 1 && p.lease_token === last.token) {
+        last.last = p.partition;
+      } else {
+        runs.push({ first: p.partition, last: p.partition, token: p.lease_token });
+      }
+    });
+    return runs
+      .map(function (run) {
+        var name = run.first === -1 ? "logical stream" : run.first === run.last ? String(run.first) : run.first + "\u2013" + run.last;
+        return name + " \u00b7 token " + run.token;
+      })
+      .join(", ");
   }
 
   function renderLogical(logical) {
@@ -508,12 +528,10 @@
       el("div", { className: "group-main" }, [
         el("code", { className: "group-pattern", text: group.pattern }),
         el("div", { className: "group-meta" }, [
-          el("span", { text: "first " }),
-          el("span", { className: "group-first-seen", text: time(group.first_seen), title: group.first_seen || "" }),
-          el("span", { text: " \u00b7 last " }),
-          el("span", { className: "group-last-seen", text: time(group.last_seen), title: group.last_seen || "" }),
-          el("span", { text: " \u00b7 fingerprint " }),
-          el("span", { className: "mono", text: group.fingerprint })
+          topicsLabel(group.events || []),
+          metaItem("first ", el("span", { className: "group-first-seen", text: time(group.first_seen), title: group.first_seen || "" })),
+          metaItem("last ", el("span", { className: "group-last-seen", text: time(group.last_seen), title: group.last_seen || "" })),
+          metaItem("fingerprint ", el("span", { className: "mono", text: group.fingerprint }))
         ])
       ]),
       el("div", { className: "group-actions" }, [retry, discard])
@@ -527,7 +545,18 @@
     var hasDeadAt = events.some(function (event) {
       return Boolean(event.dead_at);
     });
-    var headings = ["ID", "Topic", "Event type", "Aggregate", "Attempts", "Created"];
+    var topics = events
+      .map(function (event) {
+        return event.topic;
+      })
+      .filter(function (topic, index, all) {
+        return all.indexOf(topic) === index;
+      });
+    // One topic: named once in the group's head instead of on each row.
+    var hasTopic = topics.length !== 1;
+    var headings = ["ID"];
+    if (hasTopic) headings.push("Topic");
+    headings = headings.concat(["Event type", "Aggregate", "Attempts", "Created"]);
     if (hasDeadAt) headings.push("Dead since");
     headings.push("Last error");
     if (hasPreview) headings.push("Payload");
@@ -535,12 +564,14 @@
       "tr",
       {},
       headings.map(function (name) {
-        return el("th", { className: name === "Attempts" || name === "ID" ? "num" : "text", text: name });
+        var className = name === "Attempts" || name === "ID" ? "num" : "text";
+        if (name === "Last error") className += " fill";
+        return el("th", { className: className, text: name });
       })
     );
     var body = el("tbody");
     events.forEach(function (event) {
-      body.appendChild(renderDeadEvent(event, hasDeadAt, hasPreview));
+      body.appendChild(renderDeadEvent(event, hasTopic, hasDeadAt, hasPreview));
     });
     var table = el("table", { className: "grid events" }, [el("thead", {}, [headRow]), body]);
     var children = [head, table];
@@ -550,24 +581,40 @@
     return el("section", { className: "group", data: { fingerprint: group.fingerprint } }, children);
   }
 
+  // "label value", kept on one line.
+  function metaItem(label, value) {
+    return el("span", { className: "meta-item" }, [document.createTextNode(label), value]);
+  }
+
+  function topicsLabel(events) {
+    var topics = [];
+    events.forEach(function (event) {
+      if (topics.indexOf(event.topic) === -1) topics.push(event.topic);
+    });
+    if (topics.length === 1) return metaItem("topic ", el("span", { className: "mono", text: topics[0] }));
+    return topics.length > 1 ? metaItem("", el("span", { text: topics.length + " topics" })) : null;
+  }
+
   function preview(event) {
     var value = event.payload_preview !== undefined ? event.payload_preview : event.payload;
     var text = typeof value === "string" ? value : JSON.stringify(value);
     return text && text.length > 120 ? text.slice(0, 120) + "\u2026" : text || "";
   }
 
-  function renderDeadEvent(event, hasDeadAt, hasPreview) {
-    var row = el("tr", { className: "dead-event", data: { "event-id": event.id }, title: "Open event " + event.id }, [
-      el("td", { className: "num mono", text: event.id }),
-      el("td", { className: "text mono", text: event.topic }),
+  function renderDeadEvent(event, hasTopic, hasDeadAt, hasPreview) {
+    var row = el("tr", { className: "dead-event", data: { "event-id": event.id }, title: "Open event " + event.id }, [el("td", { className: "num mono", text: event.id })]);
+    if (hasTopic) row.appendChild(el("td", { className: "text mono topic", title: event.topic }, [el("div", { className: "clip", text: event.topic })]));
+    [
       el("td", { className: "text", text: event.event_type }),
       el("td", { className: "text mono", text: event.aggregate_type + ":" + event.aggregate_id }),
       el("td", { className: "num", text: count(event.attempts) }),
       timeCell(event.created_at)
-    ]);
+    ].forEach(function (cell) {
+      row.appendChild(cell);
+    });
     if (hasDeadAt) row.appendChild(timeCell(event.dead_at));
-    row.appendChild(el("td", { className: "text last-error", text: event.last_error || "", title: event.last_error || "" }));
-    if (hasPreview) row.appendChild(el("td", { className: "text mono payload-preview", text: preview(event) }));
+    row.appendChild(el("td", { className: "text last-error fill", text: event.last_error || "", title: event.last_error || "" }));
+    if (hasPreview) row.appendChild(el("td", { className: "text mono payload-preview", title: preview(event) }, [el("div", { className: "clip", text: preview(event) })]));
     row.addEventListener("click", function () {
       window.location.hash = "#event/" + encodeURIComponent(event.id);
     });
