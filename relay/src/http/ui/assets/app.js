@@ -527,12 +527,16 @@
       el("span", { className: "group-count", text: count(group.count), title: "dead events in this group" }),
       el("div", { className: "group-main" }, [
         el("code", { className: "group-pattern", text: group.pattern }),
-        el("div", { className: "group-meta" }, [
-          topicsLabel(group.events || []),
-          metaItem("first ", el("span", { className: "group-first-seen", text: time(group.first_seen), title: group.first_seen || "" })),
-          metaItem("last ", el("span", { className: "group-last-seen", text: time(group.last_seen), title: group.last_seen || "" })),
-          metaItem("fingerprint ", el("span", { className: "mono", text: group.fingerprint }))
-        ])
+        el(
+          "div",
+          { className: "group-meta" },
+          spaced([
+            topicsLabel(group.events || []),
+            metaItem("first ", el("span", { className: "group-first-seen", text: time(group.first_seen), title: group.first_seen || "" })),
+            metaItem("last ", el("span", { className: "group-last-seen", text: time(group.last_seen), title: group.last_seen || "" })),
+            metaItem("fingerprint ", el("span", { className: "mono", text: group.fingerprint }))
+          ])
+        )
       ]),
       el("div", { className: "group-actions" }, [retry, discard])
     ]);
@@ -579,6 +583,17 @@
       children.push(el("p", { className: "muted truncated", text: "Showing the first " + events.length + " of " + count(group.count) + " events; narrow the filters to see the rest." }));
     }
     return el("section", { className: "group", data: { fingerprint: group.fingerprint } }, children);
+  }
+
+  // The nodes with a space between each two, where a line may break.
+  function spaced(nodes) {
+    var out = [];
+    nodes.forEach(function (node) {
+      if (node === null) return;
+      if (out.length > 0) out.push(document.createTextNode(" "));
+      out.push(node);
+    });
+    return out;
   }
 
   // "label value", kept on one line.
