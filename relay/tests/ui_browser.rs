@@ -12,6 +12,9 @@
 //! and a header and an error holding an `<img onerror>` as text, never as
 //! elements.
 //!
+//! `outbox-relay ui` without tokens serves the page read-only: no action
+//! button shows, and a dead event's detail offers no retry.
+//!
 //! A screenshot of each view (overview, dead groups, event detail) is
 //! written to `target/ui-screenshots/` (`overview.png`, `dead.png`,
 //! `event.png`); the test fails when the page logs a JavaScript error or
@@ -24,6 +27,7 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use outbox_testkit::browser::Browser;
@@ -555,4 +559,191 @@ async fn operators_page_shows_the_table_and_retries_a_failure_group() {
     drop(relay);
     orders_stream.delete().await;
     invoices_stream.delete().await;
+}
+
+/// A running `outbox-relay ui`, killed and reaped when dropped; its log
+/// goes to a file, shown when the test fails.
+struct PageProcess {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl PageProcess {
+    fn spawn(database_url: &str) -> PageProcess {
+        let dir = std::env::temp_dir().join(format!(
+            "outbox-relay-ui-test-{}",
+            uuid::Uuid::now_v7().simple()
+        ));
+        std::fs::create_dir_all(&dir).expect("create the page's temp dir");
+        let log = std::fs::File::create(dir.join("ui.log")).expect("create the page's log");
+        let child = Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
+            .args([
+                "ui",
+                "--database-url",
+                database_url,
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .env_remove("OUTBOX_UI_TOKEN")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn outbox-relay ui");
+        PageProcess { child, dir }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("ui.log")).unwrap_or_default()
+    }
+
+    /// The address it listens on, from its log.
+    async fn address(&self) -> String {
+        let find = |log: &str| {
+            let line = log
+                .lines()
+                .find(|line| line.contains("http endpoint listening"))?;
+            let rest = &line[line.find("address=")? + "address=".len()..];
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            Some(rest[..end].trim_matches('"').to_owned())
+        };
+        let mut address = None;
+        let logged = wait_until(Duration::from_secs(30), || {
+            address = find(&self.log());
+            let found = address.is_some();
+            async move { found }
+        })
+        .await;
+        assert!(
+            logged,
+            "outbox-relay ui never logged its address:\n{}",
+            self.log()
+        );
+        address.unwrap_or_default()
+    }
+}
+
+impl Drop for PageProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("---- outbox-relay ui log ----\n{}", self.log());
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_page_without_tokens_offers_no_action() {
+    let db = outbox_testkit::postgres().await;
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let topic = unique_name("ui-read-only");
+    // A dead event as a relay leaves it, written directly: no broker here.
+    let dead: i64 = sqlx::query_scalar(
+        "INSERT INTO outbox_events (event_id, event_type, source, aggregate_type, \
+           aggregate_id, topic, payload, state, attempts, last_error) \
+         VALUES ($1, 'invoice.issued', '/shop/checkout', 'invoice', 'invoice-1', $2, \
+           '{\"total\": \"12.50\"}', 'dead', 3, 'no JetStream stream takes subject `x`') \
+         RETURNING id",
+    )
+    .bind(uuid::Uuid::now_v7())
+    .bind(&topic)
+    .fetch_one(db.pool())
+    .await
+    .expect("insert a dead event");
+
+    let page = PageProcess::spawn(db.url());
+    let address = page.address().await;
+    let browser = Browser::start().await;
+    browser
+        .navigate(&format!("http://{address}/ui#overview"))
+        .await;
+    browser
+        .wait_for(&format!("#topics tr[data-topic=\"{topic}\"]"), PAGE_WAIT)
+        .await;
+    wait_for_counts(
+        &browser,
+        "#totals",
+        &BTreeMap::from([
+            ("pending".to_owned(), 0),
+            ("in_flight".to_owned(), 0),
+            ("retrying".to_owned(), 0),
+            ("dead".to_owned(), 1),
+            ("published".to_owned(), 0),
+        ]),
+    )
+    .await;
+    browser
+        .wait_for_text("#broker-state", "not in this process", PAGE_WAIT)
+        .await;
+    let shown = |selector: &str| {
+        format!(
+            "Array.from(document.querySelectorAll('{selector}')) \
+               .some(function (found) {{ return found.getClientRects().length > 0; }})"
+        )
+    };
+    assert_eq!(
+        browser
+            .execute(&format!("return {};", shown("#signin")), Vec::new())
+            .await,
+        json!(false),
+        "a read-only page asks for no token"
+    );
+
+    browser.click(&browser.find("#tab-dead").await).await;
+    browser
+        .wait_for(
+            &format!("tr.dead-event[data-event-id=\"{dead}\"]"),
+            PAGE_WAIT,
+        )
+        .await;
+    assert_eq!(
+        browser
+            .execute(
+                &format!(
+                    "return [{}, {}];",
+                    shown("button.group-retry"),
+                    shown("button.group-discard")
+                ),
+                Vec::new(),
+            )
+            .await,
+        json!([false, false]),
+        "a read-only page shows no group action"
+    );
+    browser
+        .click(
+            &browser
+                .find(&format!("tr.dead-event[data-event-id=\"{dead}\"]"))
+                .await,
+        )
+        .await;
+    browser
+        .wait_for_text("#event-state", "dead", PAGE_WAIT)
+        .await;
+    assert_eq!(
+        browser
+            .execute(
+                &format!(
+                    "return [{}, {}];",
+                    shown("#event-retry"),
+                    shown("#event-discard")
+                ),
+                Vec::new(),
+            )
+            .await,
+        json!([false, false]),
+        "a read-only page offers no action on an event"
+    );
+    assert_eq!(
+        scalar(
+            db.pool(),
+            format!("SELECT COUNT(*) FROM outbox_events WHERE id = {dead} AND state = 'dead'")
+        )
+        .await,
+        1
+    );
+    browser.assert_no_severe_logs(&[]).await;
 }
