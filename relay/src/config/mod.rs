@@ -34,7 +34,7 @@ mod validate;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -174,6 +174,9 @@ pub struct RelayConfig {
 
     /// The HTTP endpoint for health and metrics.
     pub http: HttpConfig,
+
+    /// The operators' page at `/ui` on the HTTP endpoint.
+    pub ui: UiConfig,
 }
 
 impl Default for RelayConfig {
@@ -198,6 +201,7 @@ impl Default for RelayConfig {
             redis: RedisConfig::default(),
             nats: NatsConfig::default(),
             http: HttpConfig::default(),
+            ui: UiConfig::default(),
         }
     }
 }
@@ -459,6 +463,34 @@ impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9090)),
+        }
+    }
+}
+
+/// `[ui]`: the operators' page, served at `/ui` by the HTTP endpoint
+/// (`docs/operations.md`, "The operators' page"). Its actions need a named
+/// token (`--ui-token`, `OUTBOX_UI_TOKEN`, `--ui-token-file` or
+/// `token_file`); without one it is read-only.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct UiConfig {
+    /// Whether the HTTP endpoint serves the page. Default `true`: the
+    /// endpoint listens on loopback by default; beyond it, put a reverse
+    /// proxy with TLS in front.
+    pub enabled: bool,
+
+    /// A file of the page's tokens, one `NAME=SECRET` a line (`#`
+    /// comments), read as the relay starts, besides those of the command
+    /// line. Not empty. Default: none.
+    pub token_file: Option<PathBuf>,
+}
+
+impl Default for UiConfig {
+    fn default() -> Self {
+        UiConfig {
+            enabled: true,
+            token_file: None,
         }
     }
 }

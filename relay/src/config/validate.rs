@@ -88,7 +88,19 @@ impl RelayConfig {
         self.check_kafka()?;
         self.check_amqp()?;
         self.check_redis()?;
-        self.check_nats()
+        self.check_nats()?;
+        if self
+            .ui
+            .token_file
+            .as_ref()
+            .is_some_and(|path| path.as_os_str().is_empty())
+        {
+            return Err(Problem::new(
+                &["ui", "token_file"],
+                "is empty; name a file of NAME=SECRET lines, or leave token_file out".to_owned(),
+            ));
+        }
+        Ok(())
     }
 
     fn check_retry(&self) -> Result<(), Problem> {

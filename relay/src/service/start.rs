@@ -47,6 +47,12 @@ pub(super) async fn start(service: RelayService, tasks: &Tasks) -> Result<Runnin
         migrate,
     } = service;
     let relay_id = config.instance_id.clone().unwrap_or_else(default_relay_id);
+    // The page's token file is read before anything connects: a bad line
+    // is a configuration error.
+    let mut ui_tokens = ui_tokens;
+    if let Some(path) = config.ui.token_file.as_ref().filter(|_| config.ui.enabled) {
+        ui_tokens.add_file(path)?;
+    }
     // Bind first: a taken port is a configuration error, reported before
     // anything connects or is claimed.
     let endpoint = match serve_http {
@@ -121,7 +127,7 @@ pub(super) async fn start(service: RelayService, tasks: &Tasks) -> Result<Runnin
                 publisher: Arc::clone(&publisher),
                 metrics: Arc::clone(&metrics),
                 health: Arc::clone(&health),
-                page: Some(page),
+                page: config.ui.enabled.then_some(page),
             },
             &http_tasks,
         );

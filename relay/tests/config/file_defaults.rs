@@ -32,6 +32,8 @@ fn defaults_are_the_documented_values() {
     assert_eq!(config.amqp.default_routing_key, RoutingKey::EventType);
     assert!(config.amqp.routing.is_empty());
     assert_eq!(config.http.listen.to_string(), "127.0.0.1:9090");
+    assert!(config.ui.enabled, "the operators' page is on");
+    assert_eq!(config.ui.token_file, None);
     config.validate().expect("the defaults are valid");
 
     assert_eq!(parse_config(""), config);
@@ -82,6 +84,7 @@ fn the_example_file_shows_every_field() {
         "redis",
         "nats",
         "http",
+        "ui",
     ];
     for table in tables {
         let fields = fields_of(table);

@@ -126,7 +126,7 @@ fn bad_durations_name_the_field() {
 
 #[test]
 fn bad_types_and_values_name_the_field() {
-    let cases: [(&str, &[&str]); 6] = [
+    let cases: [(&str, &[&str]); 9] = [
         (
             "batch_size = \"500\"",
             &["batch_size:", "invalid type: string"],
@@ -139,6 +139,19 @@ fn bad_types_and_values_name_the_field() {
         (
             "[dead_letter]\npolicy = \"drop\"",
             &["dead_letter.policy:", "`drop`", "`hold`", "`skip`"],
+        ),
+        (
+            "[ui]\nenabled = \"yes\"",
+            &["ui.enabled:", "invalid type", "(line 2, column 11)"],
+        ),
+        ("[ui]\ntoken_file = \"\"", &["ui.token_file:", "is empty"]),
+        (
+            "[ui]\ntokens = [\"alice=x\"]",
+            &[
+                "unknown field `tokens` in [ui]",
+                "`enabled`",
+                "`token_file`",
+            ],
         ),
         (
             "[http]\nlisten = \"localhost:9090\"",

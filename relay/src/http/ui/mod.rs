@@ -1,8 +1,9 @@
 //! The operators' page: `/ui`, a page of plain HTML, CSS and JavaScript
 //! built into the binary (`assets/`), and the JSON API under `/ui/api/`
 //! it reads and acts through. The relay's HTTP endpoint serves it beside
-//! `/healthz`, `/readyz` and `/metrics`; `outbox-relay ui` serves it alone,
-//! for a database without a relay in the process.
+//! `/healthz`, `/readyz` and `/metrics` (unless `[ui] enabled = false`);
+//! `outbox-relay ui` serves it alone, for a database without a relay in
+//! the process.
 //!
 //! # What it shows
 //!
@@ -39,7 +40,8 @@
 //! `GET /ui/api/dead`: dead events grouped by the fingerprint of their
 //! last error (see `fingerprint.rs`), under optional filters `topic`,
 //! `event_type`, `aggregate` (`TYPE:ID`), `error` (a substring of the last
-//! error), `since` and `until` (RFC 3339, on `created_at`: since included,
+//! error: case-sensitive on PostgreSQL and SQLite, as the column's
+//! collation compares on MariaDB), `since` and `until` (RFC 3339, on `created_at`: since included,
 //! until excluded). At most [`DEAD_ROWS_READ`] dead events are read, oldest
 //! first; `"capped": true` says more matched. A group lists at most
 //! [`EVENTS_PER_GROUP`] events (`"truncated": true`), its `count` being
