@@ -15,7 +15,7 @@ use outbox_relay::admin::{PageOptions, RelayAdmin};
 use outbox_relay::config::{DatabaseUrl, UiTokens};
 use outbox_testkit::{TestBackend, TestDatabase};
 use serde_json::{Value, json};
-use support::http::{Response, endpoint_address, get, post};
+use support::http::{Response, endpoint_address, get, listening_address, post};
 use support::process::{FAST_CONFIG, RelayProcess, wait_until};
 use tokio_util::sync::CancellationToken;
 
@@ -539,9 +539,127 @@ async fn a_running_relay_serves_its_page<DB: outbox::Backend + TestBackend>(db: 
     );
 }
 
+/// A file of the page's tokens in a directory of its own.
+fn token_file(text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "outbox-ui-tokens-{}",
+        uuid::Uuid::now_v7().simple()
+    ));
+    std::fs::create_dir_all(&dir).expect("create a directory");
+    let path = dir.join("ui-tokens");
+    std::fs::write(&path, text).expect("write the token file");
+    path
+}
+
+async fn the_config_file_names_tokens_or_turns_the_page_off<DB: outbox::Backend + TestBackend>(
+    db: &TestDatabase<DB>,
+) {
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let tokens = token_file("# operators\nbob=bob-secret-from-a-file\n");
+    let config = format!(
+        "{FAST_CONFIG}\n[ui]\ntoken_file = {:?}\n",
+        tokens.display().to_string()
+    );
+    let relay = RelayProcess::spawn(db.url(), "stdout", &config);
+    let address = endpoint_address(&relay).await;
+    let whoami = support::http::request(
+        &address,
+        "GET",
+        "/ui/api/whoami",
+        &[("Authorization", "Bearer bob-secret-from-a-file")],
+        None,
+    )
+    .await;
+    assert_eq!(assert_json(&whoami, 200)["name"], "bob", "{}", relay.log());
+    drop(relay);
+
+    let config = format!("{FAST_CONFIG}\n[ui]\nenabled = false\n");
+    let relay = RelayProcess::spawn(db.url(), "stdout", &config);
+    let address = endpoint_address(&relay).await;
+    assert_eq!(get(&address, "/healthz").await.status, 200);
+    assert_eq!(get(&address, "/ui").await.status, 404, "the page is off");
+    assert_eq!(get(&address, "/ui/api/overview").await.status, 404);
+}
+
+/// `outbox-relay ui`, the page alone, as a process: tokens from a file and
+/// from `OUTBOX_UI_TOKEN`, no broker state.
+async fn the_ui_command_serves_the_page_alone<DB: outbox::Backend + TestBackend>(
+    db: &TestDatabase<DB>,
+) {
+    outbox::migrate(db.pool()).await.expect("migrate");
+    let ids = enqueue(db, ORDERS, 1).await;
+    kill(db, &ids[0], "rejected").await;
+    let tokens = token_file("carol=carol-secret-from-a-file\n");
+    let log_path = tokens.with_file_name("ui.log");
+    let log = std::fs::File::create(&log_path).expect("create the log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
+        .args(["ui", "--database-url", db.url(), "--listen", "127.0.0.1:0"])
+        .arg("--ui-token-file")
+        .arg(&tokens)
+        .env("OUTBOX_UI_TOKEN", "dave=dave-secret-from-env")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn outbox-relay ui");
+    let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    let mut address = None;
+    wait_until(std::time::Duration::from_secs(30), || {
+        address = listening_address(&read_log());
+        let found = address.is_some();
+        async move { found }
+    })
+    .await;
+    let Some(address) = address else {
+        let _ = child.kill();
+        panic!("outbox-relay ui never listened:\n{}", read_log());
+    };
+    let overview = assert_json(&get(&address, "/ui/api/overview").await, 200);
+    assert_eq!(overview["broker"], Value::Null);
+    assert_eq!(overview["totals"]["dead"], 1, "{overview}");
+    assert_eq!(overview["actions"]["enabled"], true);
+    for (secret, name) in [
+        ("carol-secret-from-a-file", "carol"),
+        ("dave-secret-from-env", "dave"),
+    ] {
+        let whoami = support::http::request(
+            &address,
+            "GET",
+            "/ui/api/whoami",
+            &[("Authorization", &format!("Bearer {secret}"))],
+            None,
+        )
+        .await;
+        assert_eq!(assert_json(&whoami, 200)["name"], name);
+    }
+    let id = row_id(db, &ids[0]).await;
+    let retried = post_with(
+        &address,
+        &format!("/ui/api/events/{id}/retry"),
+        &page_post(&address, "carol-secret-from-a-file"),
+        "{}",
+    )
+    .await;
+    assert_eq!(assert_json(&retried, 200)["changed"], 1);
+    assert_eq!(count_where(db, "state = 'pending'").await, 1);
+    let _ = child.kill();
+    let _ = child.wait();
+    let log = read_log();
+    assert!(
+        log.contains("operators' page action") && log.contains("who=carol"),
+        "the action is logged with who did it:\n{log}"
+    );
+    assert!(
+        !log.contains("carol-secret-from-a-file"),
+        "no secret in the log:\n{log}"
+    );
+}
+
 outbox_testkit::test_on_every_backend!(
     the_overview_counts_what_the_table_holds,
     dead_events_are_grouped_and_repaired_with_a_token,
     an_event_comes_back_as_json_data,
-    a_running_relay_serves_its_page
+    a_running_relay_serves_its_page,
+    the_config_file_names_tokens_or_turns_the_page_off,
+    the_ui_command_serves_the_page_alone
 );

@@ -126,7 +126,9 @@ pub async fn endpoint_address(relay: &RelayProcess) -> String {
     address.unwrap_or_default()
 }
 
-fn listening_address(log: &str) -> Option<String> {
+/// The address of the line `http endpoint listening address=...` of
+/// `log`, if logged.
+pub fn listening_address(log: &str) -> Option<String> {
     let line = log
         .lines()
         .find(|line| line.contains("http endpoint listening"))?;

@@ -658,7 +658,7 @@ pub(super) async fn event_action(
         Err(refusal) => return refusal.into_response(),
     };
     if event.state != "dead" {
-        tracing::warn!(who, action = action.as_str(), target = %id, state = %event.state, "operators' page: action refused, the event is not dead");
+        tracing::warn!(who = %who, action = action.as_str(), target = %id, state = %event.state, "operators' page: action refused, the event is not dead");
         return error_response(
             StatusCode::CONFLICT,
             format!(
@@ -672,7 +672,7 @@ pub(super) async fn event_action(
             Ok(changed) => changed,
             Err(refusal) => return refusal.into_response(),
         };
-    tracing::info!(who, action = action.as_str(), target = %id, event_id = %event.event_id, changed, "operators' page action");
+    tracing::info!(who = %who, action = action.as_str(), target = %id, event_id = %event.event_id, changed, "operators' page action");
     if changed == 0 {
         return error_response(
             StatusCode::CONFLICT,
@@ -730,13 +730,13 @@ pub(super) async fn group_action(
         match on_database("changing the group's events", applied).await {
             Ok(counts) => changed += counts.iter().sum::<u64>(),
             Err(refusal) => {
-                tracing::warn!(who, action = action.as_str(), target = %wanted, changed, "operators' page group action stopped by an error");
+                tracing::warn!(who = %who, action = action.as_str(), target = %wanted, changed, "operators' page group action stopped by an error");
                 return refusal.into_response();
             }
         }
     }
     tracing::info!(
-        who,
+        who = %who,
         action = action.as_str(),
         target = %wanted,
         selected = event_ids.len(),
