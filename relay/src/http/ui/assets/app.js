@@ -15,7 +15,8 @@
   var state = {
     actionsEnabled: false,
     overviewTimer: null,
-    overviewLoading: false,
+    // The overview's fetch under way, if any.
+    overviewLoading: null,
     // The filters the listed groups were read with; a group action sends
     // the same ones, so it acts on what the page shows.
     appliedFilters: {},
@@ -310,9 +311,8 @@
   }
 
   function loadOverview() {
-    if (state.overviewLoading) return Promise.resolve();
-    state.overviewLoading = true;
-    return api("GET", "/ui/api/overview")
+    if (state.overviewLoading) return state.overviewLoading;
+    state.overviewLoading = api("GET", "/ui/api/overview")
       .then(function (data) {
         renderOverview(data);
         hideError();
@@ -324,8 +324,9 @@
         showError("Reading the overview failed: " + error.message);
       })
       .then(function () {
-        state.overviewLoading = false;
+        state.overviewLoading = null;
       });
+    return state.overviewLoading;
   }
 
   // The refresh loop: one fetch at a time, the next 3 s after the last.
@@ -358,26 +359,32 @@
     return button;
   }
 
-  // Ask, POST, report the server's "changed" count, reload the views.
+  // Ask, POST, reload the views, then report the server's "changed" count
+  // (or its error): once the result shows, the views show what follows.
   function act(question, path, body, verb, button) {
     if (!window.confirm(question)) return;
     if (button) button.disabled = true;
+    $("action-result").hidden = true;
     api("POST", path, body, true)
       .then(function (data) {
         var changed = typeof data.changed === "number" ? data.changed : 0;
-        showResult(verb + " " + plural(changed, "event"), false);
+        return { message: verb + " " + plural(changed, "event"), failed: false };
       })
       .catch(function (error) {
-        showResult(error.message, true);
+        return { message: error.message, failed: true };
       })
-      .then(function () {
+      .then(function (result) {
         if (button) button.disabled = false;
-        return reloadAfterAction();
+        return reloadAfterAction().then(function () {
+          showResult(result.message, result.failed);
+        });
       });
   }
 
   function reloadAfterAction() {
-    var pending = [loadOverview()];
+    // A refresh under way may have read the table before the action.
+    var overview = state.overviewLoading ? state.overviewLoading.then(loadOverview) : loadOverview();
+    var pending = [overview];
     if (currentRoute().view === "dead") pending.push(loadDead());
     else state.deadLoaded = false;
     if (state.detailId !== null) pending.push(loadDetail(state.detailId));
