@@ -455,6 +455,25 @@ async fn operators_page_shows_the_table_and_retries_a_failure_group() {
         .wait_until("document.getElementById('event-detail').hidden", PAGE_WAIT)
         .await;
 
+    // The filters: a substring of the error keeps the hostile group only;
+    // cleared, both groups are back.
+    let groups_shown = "document.querySelectorAll('section.group').length";
+    browser
+        .type_text(&browser.find("#filter-error").await, "downstream refused")
+        .await;
+    browser.click(&browser.find("#filter-apply").await).await;
+    browser
+        .wait_until(&format!("{groups_shown} === 1"), PAGE_WAIT)
+        .await;
+    assert_eq!(
+        group_event_ids(&browser, &hostile_group).await,
+        BTreeSet::from([hostile])
+    );
+    browser.click(&browser.find("#filter-clear").await).await;
+    browser
+        .wait_until(&format!("{groups_shown} === 2"), PAGE_WAIT)
+        .await;
+
     // Signed in, with a stream for the subject now: the group's retry
     // publishes the events and the page shows it.
     browser
