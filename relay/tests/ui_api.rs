@@ -663,3 +663,49 @@ outbox_testkit::test_on_every_backend!(
     the_config_file_names_tokens_or_turns_the_page_off,
     the_ui_command_serves_the_page_alone
 );
+
+/// Under the logical source, the overview shows the slot as `status
+/// --source logical` reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_logical_source_shows_its_slot() {
+    let db = outbox_testkit::postgres().await;
+    let slot_name = outbox_testkit::unique_slot_name("outbox_ui");
+    // Declared after the database: the slot is dropped first.
+    let _slot_guard = outbox_testkit::ReplicationSlotGuard::new(db.url(), &slot_name);
+    let url: DatabaseUrl = db.url().parse().expect("the test database's URL");
+    let admin = RelayAdmin::connect(url).await.expect("connect");
+    let slot = outbox_relay::config::SlotName::parse(&slot_name).expect("a slot name");
+    admin
+        .prepare_logical(&slot)
+        .await
+        .expect("prepare the slot");
+    enqueue(&db, ORDERS, 2).await;
+    let listen: SocketAddr = "127.0.0.1:0".parse().expect("an address");
+    let page = admin
+        .bind_page(listen, PageOptions::new().logical(slot))
+        .await
+        .expect("bind the page");
+    let address = page.local_addr().to_string();
+    let stop = CancellationToken::new();
+    tokio::spawn(page.serve(stop.clone()));
+
+    let overview = assert_json(&get(&address, "/ui/api/overview").await, 200);
+    assert_eq!(overview["source"], "logical");
+    let logical = &overview["logical"];
+    assert_eq!(logical["slot"], slot_name.as_str(), "{overview}");
+    assert!(
+        logical["lag_bytes"].as_i64().is_some_and(|lag| lag > 0),
+        "two events written after the slot: {overview}"
+    );
+    assert!(
+        logical["retained_wal_bytes"].as_i64().is_some(),
+        "{overview}"
+    );
+    assert_eq!(logical["active"], false, "no relay streams: {overview}");
+    assert_eq!(
+        overview["publish_rate_per_second"],
+        Value::Null,
+        "the logical source marks nothing published"
+    );
+    stop.cancel();
+}
