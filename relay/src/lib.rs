@@ -27,7 +27,8 @@
 //! - `batch`: the batch loop and what it owns, and the Prometheus registry
 //!   it records into.
 //! - `operator`: status, dead events, replay, retention, slot commands;
-//!   `http`: `/healthz`, `/readyz`, `/metrics`.
+//!   `http`: `/healthz`, `/readyz`, `/metrics` and the operators' page,
+//!   `/ui`.
 //! - `relay`: one relay instance, from start to graceful stop.
 //! - [`config`]: the TOML file and the URLs, turned into all of the above.
 //! - [`service`]: [`RelayService`]; [`admin`]: [`RelayAdmin`].
@@ -101,8 +102,8 @@ pub use batch::{DispatchTotals, METRICS_CONTENT_TYPE, PublishHealth, RelayMetric
 pub use config::{
     AmqpConfig, AmqpRoute, BrokerUrl, DEFAULT_BROKER, DEFAULT_DATABASE_URL, DatabaseUrl,
     DeadLetterConfig, DeadLetterPolicy, EventSourceKind, HttpConfig, KafkaConfig, RelayConfig,
-    RetentionConfig, RetryConfig, RoutingKey, SlotName, parse_duration, resolve_broker_url,
-    resolve_database_url,
+    RetentionConfig, RetryConfig, RoutingKey, SlotName, UiConfig, UiTokens, parse_duration,
+    resolve_broker_url, resolve_database_url,
 };
 pub use error::Error;
 pub use event::OutboundEvent;
