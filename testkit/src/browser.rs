@@ -787,6 +787,14 @@ fn program(variable: &str, default: &str, name: &str) -> PathBuf {
     let path = std::env::var_os(variable)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(default));
+    installed(path, variable, name)
+}
+
+/// `path`, when a file is there.
+///
+/// # Panics
+/// When none is, naming `name`, `variable` and the Debian packages.
+fn installed(path: PathBuf, variable: &str, name: &str) -> PathBuf {
     assert!(
         path.is_file(),
         "{name} is not installed at {} (set {variable} to use another path); {INSTALL_HINT}",
@@ -1067,6 +1075,28 @@ mod tests {
         assert!(!response_complete(
             b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
         ));
+    }
+
+    #[test]
+    fn a_missing_program_names_the_debian_packages() {
+        let missing =
+            std::env::temp_dir().join(format!("no-chromedriver-{}", uuid::Uuid::now_v7().simple()));
+        let failed = std::panic::catch_unwind(|| {
+            installed(missing, "OUTBOX_TEST_CHROMEDRIVER", "ChromeDriver")
+        })
+        .expect_err("a missing program fails");
+        let message = failed
+            .downcast::<String>()
+            .map(|message| *message)
+            .unwrap_or_default();
+        for named in [
+            "ChromeDriver is not installed",
+            "OUTBOX_TEST_CHROMEDRIVER",
+            "`chromium`",
+            "`chromium-driver`",
+        ] {
+            assert!(message.contains(named), "{named} in {message:?}");
+        }
     }
 
     fn page(html: &str) -> String {
