@@ -771,11 +771,13 @@
   }
 
   function start() {
-    $("token-save").addEventListener("click", saveToken);
-    $("token-clear").addEventListener("click", forgetToken);
-    $("token").addEventListener("keydown", function (event) {
-      if (event.key === "Enter") saveToken();
+    // The form never submits (its CSP allows no form action): Enter or
+    // the button keep the token.
+    $("signin").addEventListener("submit", function (event) {
+      event.preventDefault();
+      saveToken();
     });
+    $("token-clear").addEventListener("click", forgetToken);
     $("filters").addEventListener("submit", function (event) {
       event.preventDefault();
       state.appliedFilters = readFilters();
