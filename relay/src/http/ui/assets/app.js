@@ -211,9 +211,10 @@
       broker.classList.add("good");
       broker.title = "";
     } else {
-      broker.textContent = "not ready" + (data.broker.reason ? ": " + data.broker.reason : "");
+      broker.textContent = "not ready";
       broker.classList.add("bad");
       broker.title = data.broker.reason || "";
+      if (data.broker.reason) broker.appendChild(el("span", { className: "tile-note", text: data.broker.reason }));
     }
 
     renderTopics(data.topics || []);
@@ -264,36 +265,44 @@
         el("tr", { data: { relay: relay.relay_id } }, [
           el("td", { className: "text mono nowrap", text: relay.relay_id }),
           el("td", { className: "num", text: count((relay.partitions || []).length) }),
-          el("td", { className: "text", text: partitionRanges(relay.partitions || []) }),
+          el("td", { className: "text", text: partitionRanges(relay.partitions || []), title: leaseTokens(relay.partitions || []) }),
           timeCell(relay.expires_at)
         ])
       );
     });
   }
 
-  // [{partition: 0, lease_token: 7}, {partition: 1, lease_token: 7}, ...]
-  // -> "0–1 · token 7"; runs of consecutive partitions under one token are
-  // merged. Partition -1 is the lease of the logical stream.
-  function partitionRanges(partitions) {
-    if (partitions.length === 0) return "none";
-    var sorted = partitions.slice().sort(function (a, b) {
+  function sortedPartitions(partitions) {
+    return partitions.slice().sort(function (a, b) {
       return a.partition - b.partition;
     });
+  }
+
+  // [{partition: 0}, {partition: 1}, {partition: 2}, {partition: 5}]
+  // -> "0–2, 5". Partition -1 is the lease of the logical stream.
+  function partitionRanges(partitions) {
+    if (partitions.length === 0) return "none";
     var runs = [];
-    sorted.forEach(function (p) {
+    sortedPartitions(partitions).forEach(function (p) {
       var last = runs[runs.length - 1];
-      if (last && p.partition >= 0 && last.last >= 0 && p.partition === last.last + 1 && p.lease_token === last.token) {
-        last.last = p.partition;
-      } else {
-        runs.push({ first: p.partition, last: p.partition, token: p.lease_token });
-      }
+      if (last && p.partition >= 0 && last.last >= 0 && p.partition === last.last + 1) last.last = p.partition;
+      else runs.push({ first: p.partition, last: p.partition });
     });
     return runs
       .map(function (run) {
-        var name = run.first === -1 ? "logical stream" : run.first === run.last ? String(run.first) : run.first + "\u2013" + run.last;
-        return name + " \u00b7 token " + run.token;
+        if (run.first === -1) return "logical stream";
+        return run.first === run.last ? String(run.first) : run.first + "\u2013" + run.last;
       })
       .join(", ");
+  }
+
+  // Each partition's lease token (the fencing token), for the tooltip.
+  function leaseTokens(partitions) {
+    return sortedPartitions(partitions)
+      .map(function (p) {
+        return (p.partition === -1 ? "logical stream" : "partition " + p.partition) + ": lease token " + p.lease_token;
+      })
+      .join("\n");
   }
 
   function renderLogical(logical) {
