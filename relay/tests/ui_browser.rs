@@ -364,7 +364,10 @@ async fn operators_page_shows_the_table_and_retries_a_failure_group() {
         )
         .await;
     browser
-        .wait_for_text("#broker-state", "ready", PAGE_WAIT)
+        .wait_until(
+            "document.getElementById('broker-state').textContent === 'ready'",
+            PAGE_WAIT,
+        )
         .await;
     browser.screenshot(&screenshots.join("overview.png")).await;
 
