@@ -155,9 +155,11 @@ impl LaneBroker<NatsMessage> for Session {
     /// Acknowledge the finished messages, only now that their inbox
     /// transaction committed or their duplicate was recognised; `TERM`
     /// the dead-lettered ones, only now that their dead letter is stored;
-    /// `NAK` with a delay those given up (the consumer stops).
+    /// `NAK` with a delay those given up (the consumer stops). A batch's
+    /// acknowledgements are sent together and each confirmation awaited:
+    /// one after the other, a batch of 512 took 512 round trips.
     async fn settled(&self, settled: &[(Arc<NatsMessage>, Settlement)]) {
-        for (message, settlement) in settled {
+        let acknowledgements = settled.iter().map(|(message, settlement)| {
             let kind = match settlement {
                 Settlement::Processed | Settlement::Duplicate => AckKind::Ack,
                 Settlement::DeadLettered => AckKind::Term,
@@ -165,8 +167,9 @@ impl LaneBroker<NatsMessage> for Session {
                     AckKind::Nak(Some(self.config.retry_base_delay))
                 }
             };
-            self.acknowledge(message, kind).await;
-        }
+            self.acknowledge(message, kind)
+        });
+        futures::future::join_all(acknowledgements).await;
     }
 }
 
