@@ -175,7 +175,9 @@ async fn connect(config: &NatsConsumerConfig) -> Result<async_nats::Client, Open
         }
     };
     if let Some(path) = &config.tls_ca_file {
-        options = options.add_root_certificates(path.clone()).require_tls(true);
+        options = options
+            .add_root_certificates(path.clone())
+            .require_tls(true);
     }
     let servers: Vec<ServerAddr> = config
         .servers

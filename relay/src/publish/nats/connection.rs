@@ -181,7 +181,9 @@ pub(super) async fn open(
     .ping_interval(config.ack_timeout.max(Duration::from_secs(1)))
     .request_timeout(Some(config.ack_timeout));
     if let Some(path) = &config.tls_ca_file {
-        options = options.add_root_certificates(path.clone()).require_tls(true);
+        options = options
+            .add_root_certificates(path.clone())
+            .require_tls(true);
     }
 
     let addresses: Vec<async_nats::ServerAddr> = config
