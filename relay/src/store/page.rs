@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use super::rows::{StoreRow, parse_headers};
+use super::DeadEvent;
+use super::rows::{StoreRow, dead_from_row, parse_headers};
 
 /// The counts of one topic on the operators' page. `pending` counts every
 /// event neither published nor dead; `retrying` and `in_flight` are parts
@@ -69,25 +70,12 @@ pub struct DeadFilter {
     pub until: Option<DateTime<Utc>>,
 }
 
-/// A dead event read for the page.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A dead event read for the page: what `outbox-relay dead list` shows,
+/// with its creation time and the start of its payload.
+#[derive(Debug, Clone, PartialEq)]
 pub struct PageDeadEvent {
-    /// `outbox_events.id`.
-    pub id: i64,
-    /// CloudEvents id.
-    pub event_id: String,
-    /// CloudEvents type.
-    pub event_type: String,
-    /// Aggregate kind.
-    pub aggregate_type: String,
-    /// Aggregate id.
-    pub aggregate_id: String,
-    /// Destination.
-    pub topic: String,
-    /// Failed attempts.
-    pub attempts: i32,
-    /// The last error.
-    pub last_error: Option<String>,
+    /// The event as `dead list` shows it.
+    pub event: DeadEvent,
     /// When the producer wrote it.
     pub created_at: DateTime<Utc>,
     /// The payload's first 200 characters.
@@ -175,14 +163,7 @@ pub(crate) fn page_relays_from_rows<R: StoreRow>(
 
 pub(crate) fn page_dead_from_row<R: StoreRow>(row: &R) -> Result<PageDeadEvent, sqlx::Error> {
     Ok(PageDeadEvent {
-        id: row.bigint("id")?,
-        event_id: row.text("event_id")?,
-        event_type: row.text("event_type")?,
-        aggregate_type: row.text("aggregate_type")?,
-        aggregate_id: row.text("aggregate_id")?,
-        topic: row.text("topic")?,
-        attempts: row.int("attempts")?,
-        last_error: row.optional_text("last_error")?,
+        event: dead_from_row(row)?,
         created_at: row.time("created_at")?,
         payload_preview: row.text("payload_preview")?,
     })

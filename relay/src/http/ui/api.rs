@@ -405,7 +405,7 @@ struct Group<'a> {
 fn group(rows: &[PageDeadEvent]) -> Vec<Group<'_>> {
     let mut groups: BTreeMap<String, Group<'_>> = BTreeMap::new();
     for row in rows {
-        let pattern = normalize(row.last_error.as_deref().unwrap_or(""));
+        let pattern = normalize(row.event.last_error.as_deref().unwrap_or(""));
         let fingerprint = fingerprint(&pattern);
         groups
             .entry(fingerprint.clone())
@@ -427,7 +427,8 @@ fn group(rows: &[PageDeadEvent]) -> Vec<Group<'_>> {
     groups
 }
 
-fn dead_event_json(event: &PageDeadEvent) -> Value {
+fn dead_event_json(row: &PageDeadEvent) -> Value {
+    let event = &row.event;
     json!({
         "id": event.id.to_string(),
         "event_id": event.event_id,
@@ -437,9 +438,9 @@ fn dead_event_json(event: &PageDeadEvent) -> Value {
         "aggregate_id": event.aggregate_id,
         "attempts": event.attempts,
         "last_error": event.last_error,
-        "created_at": time(event.created_at),
+        "created_at": time(row.created_at),
         "dead_at": null,
-        "payload_preview": event.payload_preview,
+        "payload_preview": row.payload_preview,
     })
 }
 
@@ -712,8 +713,10 @@ pub(super) async fn group_action(
     let event_ids: Vec<&str> = rows
         .iter()
         .take(DEAD_ROWS_READ as usize)
-        .filter(|row| fingerprint(&normalize(row.last_error.as_deref().unwrap_or(""))) == wanted)
-        .map(|row| row.event_id.as_str())
+        .filter(|row| {
+            fingerprint(&normalize(row.event.last_error.as_deref().unwrap_or(""))) == wanted
+        })
+        .map(|row| row.event.event_id.as_str())
         .collect();
     if event_ids.is_empty() {
         return error_response(
