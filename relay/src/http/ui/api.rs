@@ -444,23 +444,32 @@ fn dead_event_json(row: &PageDeadEvent) -> Value {
     })
 }
 
+/// The dead events `filter` selects, at most [`DEAD_ROWS_READ`] of them,
+/// and whether more matched.
+async fn read_dead(
+    page: &UiPage,
+    filter: &DeadFilter,
+) -> Result<(Vec<PageDeadEvent>, bool), Refusal> {
+    let mut rows = on_database(
+        "reading the dead events",
+        page.inner.store.page_dead(filter, DEAD_ROWS_READ + 1),
+    )
+    .await?;
+    let capped = rows.len() as i64 > DEAD_ROWS_READ;
+    rows.truncate(DEAD_ROWS_READ as usize);
+    Ok((rows, capped))
+}
+
 pub(super) async fn dead(State(page): State<UiPage>, RawQuery(query): RawQuery) -> Response {
     let filter = match dead_filter(&query_fields(query.as_deref())) {
         Ok(filter) => filter,
         Err(refusal) => return refusal.into_response(),
     };
-    let rows = match on_database(
-        "reading the dead events",
-        page.inner.store.page_dead(&filter, DEAD_ROWS_READ + 1),
-    )
-    .await
-    {
-        Ok(rows) => rows,
+    let (rows, capped) = match read_dead(&page, &filter).await {
+        Ok(read) => read,
         Err(refusal) => return refusal.into_response(),
     };
-    let capped = rows.len() as i64 > DEAD_ROWS_READ;
-    let rows = &rows[..rows.len().min(DEAD_ROWS_READ as usize)];
-    let groups: Vec<Value> = group(rows)
+    let groups: Vec<Value> = group(&rows)
         .iter()
         .map(|group| {
             let first_seen = group.events.iter().map(|event| event.created_at).min();
@@ -700,19 +709,12 @@ pub(super) async fn group_action(
         Ok(filter) => filter,
         Err(refusal) => return refusal.into_response(),
     };
-    let rows = match on_database(
-        "reading the dead events",
-        page.inner.store.page_dead(&filter, DEAD_ROWS_READ + 1),
-    )
-    .await
-    {
-        Ok(rows) => rows,
+    let (rows, capped) = match read_dead(&page, &filter).await {
+        Ok(read) => read,
         Err(refusal) => return refusal.into_response(),
     };
-    let capped = rows.len() as i64 > DEAD_ROWS_READ;
     let event_ids: Vec<&str> = rows
         .iter()
-        .take(DEAD_ROWS_READ as usize)
         .filter(|row| {
             fingerprint(&normalize(row.event.last_error.as_deref().unwrap_or(""))) == wanted
         })
