@@ -5,7 +5,8 @@
 //! with the
 //! mark that updates the rows and the one that deletes them
 //! (`retention.published = "0s"`), nothing is lost and each aggregate's
-//! events arrive in order.
+//! events arrive in order. On NATS the stream holds each event once: the
+//! relays' republications fall inside its duplicate window.
 
 mod support;
 
@@ -31,6 +32,13 @@ const EVENTS_PER_WRITER: u64 = 200;
 const AGGREGATES_PER_WRITER: u64 = 10;
 const COMMIT_PAUSE: Duration = Duration::from_millis(35);
 const KILLS: usize = 5;
+/// The NATS stream's duplicate window: a message whose `Nats-Msg-Id` it
+/// stored within this long before is dropped. Longer than the whole test
+/// can run (each of the 5 kills waits at most 60 s for progress and 1.5 s
+/// more, the drain 120 s and the arrival 60 s: under 8 minutes), so every
+/// republication by a restarted relay falls inside it, and the stream
+/// must hold each event exactly once.
+const NATS_DUPLICATE_WINDOW: Duration = Duration::from_secs(10 * 60);
 
 enum Broker {
     Kafka,
@@ -69,11 +77,37 @@ impl Broker {
                 let jetstream = nats_kit::require_nats().await;
                 // Deleted by `clean_up`, by name.
                 drop(
-                    nats_kit::TestStream::create(&jetstream, target, &[format!("{target}.>")])
-                        .await,
+                    nats_kit::TestStream::create_with(
+                        &jetstream,
+                        async_nats::jetstream::stream::Config {
+                            name: target.to_owned(),
+                            subjects: vec![format!("{target}.>")],
+                            duplicate_window: NATS_DUPLICATE_WINDOW,
+                            ..Default::default()
+                        },
+                    )
+                    .await,
                 );
                 nats_kit::stream_consumer(jetstream, target.to_owned())
             }
+        }
+    }
+
+    /// What the broker stored of `events` events published during kills:
+    /// on NATS, the stream holds each event once, its duplicates dropped
+    /// within [`NATS_DUPLICATE_WINDOW`]. The other brokers keep what a
+    /// killed relay published again.
+    async fn check_stored_once(&self, target: &str, events: usize) {
+        if let Broker::Nats = self {
+            let jetstream = nats_kit::require_nats().await;
+            let stored = nats_kit::TestStream::existing(&jetstream, target)
+                .message_count()
+                .await;
+            assert_eq!(
+                stored, events as u64,
+                "the stream holds {stored} messages for {events} events: a republication \
+                 inside the duplicate window was stored again"
+            );
         }
     }
 
@@ -194,6 +228,7 @@ async fn writers_during_kills<DB: outbox::Backend + TestBackend>(
     .await;
     assert!(arrived, "not every published event reached the consumer");
     check_delivery(&enqueued, &collected.snapshot());
+    broker.check_stored_once(&target, enqueued.len()).await;
     relay.signal("TERM");
     let status = relay.wait_exit(Duration::from_secs(30));
     assert!(
